@@ -1,0 +1,92 @@
+"""``python -m paper_common``: list the registered paper packages, or run their reproductions."""
+
+from __future__ import annotations
+
+import logging
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+from paper_common.reproduce import SCALES, ArgumentParser
+from paper_common.suite import ENTRY_POINT_GROUP, discover, run_suite
+
+
+def _parser() -> ArgumentParser:
+    parser = ArgumentParser(
+        prog="python -m paper_common",
+        description="The NeurIPS 2026 paper suite: run every installed package's reproduction.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub.add_parser("list", help="print the registered paper packages, one per line")
+    rp = sub.add_parser(
+        "reproduce",
+        help="run reproduce for some or all packages and write SUMMARY.md",
+        description="Run each chosen package's reproduce; reports go to OUT/<package>/, "
+        "the table of every claim to OUT/SUMMARY.md. A failing package is recorded and the rest go on.",
+    )
+    rp.add_argument("names", nargs="*", metavar="NAME", help="packages to run (see `list`)")
+    rp.add_argument("--all", action="store_true", help="run every registered package (the default)")
+    rp.add_argument("--scale", choices=SCALES, default="quick", help="default: quick")
+    rp.add_argument("--seed", type=int, default=0, help="default: 0")
+    rp.add_argument("--out", type=Path, default=Path("results"), help="default: results")
+    rp.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    return parser
+
+
+def _writable(out: Path) -> str | None:
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=out):
+            pass
+    except OSError as exc:
+        return f"cannot write to --out {out}: {exc.strerror or exc}"
+    return None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    registered = discover()
+    if args.command == "list":
+        if not registered:
+            print(
+                f"no paper packages registered (entry-point group {ENTRY_POINT_GROUP!r})",
+                file=sys.stderr,
+            )
+        for name, ep in registered.items():
+            print(f"{name}\t{ep.value}")
+        return 0
+    if args.all and args.names:
+        parser.error("give package names or --all, not both")
+    unknown = [n for n in args.names if n not in registered]
+    if unknown:
+        known = ", ".join(registered) or "none are installed"
+        parser.exit(
+            2,
+            f"{parser.prog}: error: unknown package(s) {', '.join(unknown)}; registered: {known}\n",
+        )
+    problem = _writable(args.out)
+    if problem:
+        parser.exit(2, f"{parser.prog}: error: {problem}\n")
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    summary = run_suite(
+        args.names or None,
+        scale=args.scale,
+        seed=args.seed,
+        out_dir=args.out,
+        progress=False if args.no_progress else None,
+    )
+    n_claims = sum(len(r.claims) for r in summary.results)
+    n_ok = sum(c["supported"] for r in summary.results for c in r.claims)
+    failed = [r.name for r in summary.results if not r.ok]
+    print(
+        f"{len(summary.results)} packages run, {len(failed)} failed"
+        + (f" ({', '.join(failed)})" if failed else "")
+        + f"; {n_ok}/{n_claims} claims supported; summary in {args.out / 'SUMMARY.md'}"
+    )
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,237 @@
+"""Device choice, seeding, peak memory and timing: the small pieces every experiment and benchmark needs.
+
+torch is imported only inside the helpers that need it, so numpy-only packages never pay for it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import os
+import random
+import statistics
+import sys
+import threading
+import time
+import tracemalloc
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+
+__all__ = ["MemoryUsage", "Timer", "Timing", "peak_memory", "pick_device", "seed_everything"]
+
+DEVICE_ENV = "PAPER_DEVICE"
+
+
+def _torch() -> Any:
+    try:
+        import torch
+    except ImportError as exc:  # pragma: no cover - exercised only without torch
+        raise ImportError(
+            "this helper needs torch; install the package's torch extra (e.g. pip install 'paper-common[lm]')"
+        ) from exc
+    return torch
+
+
+def pick_device(prefer: str | None = None) -> Any:
+    """Return the best available ``torch.device``: cuda > mps > cpu.
+
+    ``prefer`` (or the ``PAPER_DEVICE`` environment variable, e.g. ``PAPER_DEVICE=cpu``) overrides the
+    choice; asking for a device that is not available raises ``ValueError``.
+    """
+    torch = _torch()
+    wanted = prefer if prefer is not None else os.environ.get(DEVICE_ENV, "").strip() or None
+    if wanted is not None:
+        try:
+            device = torch.device(wanted)
+        except (RuntimeError, TypeError) as exc:
+            raise ValueError(f"{DEVICE_ENV}/prefer={wanted!r} is not a torch device name") from exc
+        available = {
+            "cpu": True,
+            "cuda": torch.cuda.is_available(),
+            "mps": getattr(torch.backends, "mps", None) is not None
+            and torch.backends.mps.is_available(),
+        }
+        if not available.get(device.type, False):
+            raise ValueError(
+                f"device {wanted!r} was asked for ({DEVICE_ENV}/prefer) but is not available"
+            )
+        return device
+    if torch.cuda.is_available():
+        return torch.device("cuda")
+    mps = getattr(torch.backends, "mps", None)
+    if mps is not None and mps.is_available():
+        return torch.device("mps")
+    return torch.device("cpu")
+
+
+def seed_everything(seed: int) -> np.random.Generator:
+    """Seed Python's ``random``, NumPy's global state and torch (if installed); return a fresh Generator.
+
+    Library code should still pass explicit generators around; this makes scripts and third-party code
+    that draw from global state repeatable too.
+    """
+    if isinstance(seed, bool) or not isinstance(seed, int | np.integer):
+        raise TypeError(f"seed must be an int; got {type(seed).__name__}")
+    if not 0 <= int(seed) < 2**32:
+        raise ValueError(f"seed must be in [0, 2**32); got {seed}")
+    seed = int(seed)
+    random.seed(seed)
+    np.random.seed(seed)  # noqa: NPY002 - legacy global state, seeded on purpose
+    if "torch" in sys.modules or importlib.util.find_spec("torch") is not None:
+        torch = _torch()
+        torch.manual_seed(seed)
+        if torch.cuda.is_available():
+            torch.cuda.manual_seed_all(seed)
+    return np.random.default_rng(seed)
+
+
+@dataclass
+class MemoryUsage:
+    """Filled in when the :func:`peak_memory` block exits. ``peak_bytes`` is above the block's start."""
+
+    mode: str
+    peak_bytes: int = 0
+
+    @property
+    def peak_mib(self) -> float:
+        return self.peak_bytes / 2**20
+
+
+def _rss_bytes() -> int:
+    with open("/proc/self/statm") as f:
+        pages = int(f.read().split()[1])
+    return pages * os.sysconf("SC_PAGE_SIZE")
+
+
+@contextlib.contextmanager
+def peak_memory(
+    mode: Literal["auto", "cuda", "tracemalloc", "rss"] = "auto",
+    device: Any = None,
+    interval_s: float = 0.001,
+) -> Iterator[MemoryUsage]:
+    """Measure peak memory allocated inside the block, above what was in use when it started.
+
+    Modes: ``cuda`` (``torch.cuda.max_memory_allocated``, exact), ``tracemalloc`` (Python and NumPy
+    allocations, exact, but blind to torch's CPU allocator), ``rss`` (resident set size sampled every
+    ``interval_s`` by a background thread: sees everything, may miss spikes shorter than the interval;
+    Linux only). ``auto`` is ``cuda`` when ``device`` is a CUDA device, else ``tracemalloc``.
+
+    >>> with peak_memory() as mem:
+    ...     x = np.ones(1_000_000)
+    >>> mem.peak_mib > 7
+    True
+    """
+    if mode == "auto":
+        mode = "cuda" if device is not None and str(device).startswith("cuda") else "tracemalloc"
+    usage = MemoryUsage(mode=mode)
+    if mode == "cuda":
+        torch = _torch()
+        torch.cuda.synchronize(device)
+        base = torch.cuda.memory_allocated(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        try:
+            yield usage
+        finally:
+            torch.cuda.synchronize(device)
+            usage.peak_bytes = max(0, torch.cuda.max_memory_allocated(device) - base)
+    elif mode == "tracemalloc":
+        was_tracing = tracemalloc.is_tracing()
+        if not was_tracing:
+            tracemalloc.start()
+        base, _ = tracemalloc.get_traced_memory()
+        tracemalloc.reset_peak()
+        try:
+            yield usage
+        finally:
+            _, peak = tracemalloc.get_traced_memory()
+            usage.peak_bytes = max(0, peak - base)
+            if not was_tracing:
+                tracemalloc.stop()
+    elif mode == "rss":
+        if not os.path.exists("/proc/self/statm"):
+            raise ValueError("mode='rss' needs /proc (Linux); use mode='tracemalloc'")
+        base = _rss_bytes()
+        peak = [base]
+        stop = threading.Event()
+
+        def sample() -> None:
+            while not stop.is_set():
+                peak[0] = max(peak[0], _rss_bytes())
+                stop.wait(interval_s)
+
+        thread = threading.Thread(target=sample, daemon=True)
+        thread.start()
+        try:
+            yield usage
+        finally:
+            stop.set()
+            thread.join()
+            peak[0] = max(peak[0], _rss_bytes())
+            usage.peak_bytes = max(0, peak[0] - base)
+    else:
+        raise ValueError(f"mode must be one of auto, cuda, tracemalloc, rss; got {mode!r}")
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Wall-clock seconds of repeated runs; report the median, it is robust to a busy machine."""
+
+    times_s: tuple[float, ...] = field(repr=False)
+
+    @property
+    def median_s(self) -> float:
+        return statistics.median(self.times_s)
+
+    @property
+    def min_s(self) -> float:
+        return min(self.times_s)
+
+    @property
+    def iqr_s(self) -> float:
+        if len(self.times_s) < 2:
+            return 0.0
+        q1, _, q3 = statistics.quantiles(self.times_s, n=4, method="inclusive")
+        return q3 - q1
+
+    def __repr__(self) -> str:
+        return f"Timing(median={self.median_s:.4g}s, iqr={self.iqr_s:.2g}s, n={len(self.times_s)})"
+
+
+class Timer:
+    """Time a callable: ``warmup`` untimed calls, then ``repeat`` timed ones; returns a :class:`Timing`.
+
+    CUDA work is synchronised before each clock read when torch has been imported and CUDA is in use.
+
+    >>> timing = Timer(repeat=3, warmup=0)(sum, range(1000))
+    >>> len(timing.times_s)
+    3
+    """
+
+    def __init__(self, repeat: int = 5, warmup: int = 1) -> None:
+        if repeat < 1:
+            raise ValueError(f"repeat must be >= 1; got {repeat}")
+        if warmup < 0:
+            raise ValueError(f"warmup must be >= 0; got {warmup}")
+        self.repeat = repeat
+        self.warmup = warmup
+
+    @staticmethod
+    def _sync() -> None:
+        torch = sys.modules.get("torch")
+        if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
+            torch.cuda.synchronize()
+
+    def __call__(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Timing:
+        for _ in range(self.warmup):
+            fn(*args, **kwargs)
+        times = []
+        for _ in range(self.repeat):
+            self._sync()
+            start = time.perf_counter()
+            fn(*args, **kwargs)
+            self._sync()
+            times.append(time.perf_counter() - start)
+        return Timing(tuple(times))

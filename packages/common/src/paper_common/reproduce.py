@@ -1,0 +1,478 @@
+"""Claims, reports and the command line every package's ``reproduce`` shares.
+
+A package's ``reproduce(scale, seed, out_dir)`` measures the paper's headline claims at one of three
+scales and returns a :class:`Report`. :func:`write_report` turns it into ``report.json`` (machine
+readable, round-trips through :meth:`Report.from_json`), ``report.md`` (a table a person reads) and
+PNG figures, written into a temporary directory that is renamed into place only once complete, so a
+failed run never leaves half a report behind.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import math
+import os
+import platform
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from importlib import metadata
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, NoReturn, Protocol
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+__all__ = [
+    "OPS",
+    "SCALES",
+    "ArgumentParser",
+    "Claim",
+    "Report",
+    "ReproduceFn",
+    "check_scale",
+    "environment_info",
+    "format_value",
+    "main",
+    "markdown_table",
+    "write_report",
+]
+
+SCALES: tuple[str, ...] = ("smoke", "quick", "full")
+"""``smoke``: seconds, runs in tests; ``quick``: <= ~5 min on 2 CPU cores; ``full``: the paper's setting."""
+
+Op = Literal[">", ">=", "<", "<=", "=="]
+OPS: dict[str, Callable[[float, float], bool]] = {
+    ">": lambda v, t: v > t,
+    ">=": lambda v, t: v >= t,
+    "<": lambda v, t: v < t,
+    "<=": lambda v, t: v <= t,
+    "==": lambda v, t: math.isclose(v, t, rel_tol=1e-9, abs_tol=1e-12),
+}
+
+REPORT_JSON = "report.json"
+REPORT_MD = "report.md"
+
+
+def check_scale(scale: str) -> str:
+    """Return ``scale`` if it is one of :data:`SCALES`, else raise ``ValueError`` naming the choices."""
+    if scale not in SCALES:
+        raise ValueError(f"scale must be one of {', '.join(SCALES)}; got {scale!r}")
+    return scale
+
+
+def format_value(value: Any) -> str:
+    """Format a number for a table: 4 significant digits, integers as they are, ``-`` for None."""
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "nan"
+        if math.isinf(value):
+            return "inf" if value > 0 else "-inf"
+        if value != 0 and (abs(value) >= 1e5 or abs(value) < 1e-3):
+            return f"{value:.3e}"
+        return f"{value:.4g}"
+    return str(value)
+
+
+def markdown_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str] | None = None) -> str:
+    """Render ``rows`` (dicts sharing keys) as a GitHub Markdown table; numbers via :func:`format_value`."""
+    if not rows:
+        return "_(no rows)_\n"
+    if columns is None:
+        columns = list(dict.fromkeys(k for row in rows for k in row))
+    cells = [[format_value(row.get(c)).replace("|", "\\|") for c in columns] for row in rows]
+    lines = ["| " + " | ".join(columns) + " |", "|" + "|".join("---" for _ in columns) + "|"]
+    lines += ["| " + " | ".join(r) + " |" for r in cells]
+    return "\n".join(lines) + "\n"
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One claim of the paper, the number we measured for it and whether it held.
+
+    Attributes:
+        statement: the paper's claim in one sentence, in our words.
+        metric: what was measured, with its unit (``"top-1 accuracy gap (points)"``).
+        value: the measured value; ``None`` if it could not be measured (then not supported).
+        target: the threshold or direction that would support the claim, human readable
+            (``">= 0.9"``, ``"ours < baseline"``).
+        supported: whether the measurement supports the claim at this scale.
+        note: anything a reader needs to interpret the number (confidence interval, caveats).
+    """
+
+    statement: str
+    metric: str
+    value: float | None
+    target: str
+    supported: bool
+    note: str = ""
+
+    def __post_init__(self) -> None:
+        for name in ("statement", "metric", "target"):
+            if not isinstance(getattr(self, name), str) or not getattr(self, name).strip():
+                raise ValueError(
+                    f"Claim.{name} must be a non-empty string; got {getattr(self, name)!r}"
+                )
+        if self.value is not None:
+            if isinstance(self.value, bool) or not isinstance(self.value, int | float):
+                raise TypeError(
+                    f"Claim.value must be a float or None; got {type(self.value).__name__}"
+                )
+            object.__setattr__(self, "value", float(self.value))
+        if not isinstance(self.supported, bool):
+            raise TypeError(f"Claim.supported must be a bool; got {type(self.supported).__name__}")
+        if self.supported and (self.value is None or math.isnan(self.value)):
+            raise ValueError("Claim.supported cannot be True when no value was measured")
+
+    @classmethod
+    def threshold(
+        cls,
+        statement: str,
+        metric: str,
+        value: float | None,
+        op: Op,
+        threshold: float,
+        note: str = "",
+    ) -> Claim:
+        """Build a claim supported iff ``value <op> threshold`` (``None``/NaN is never supported)."""
+        if op not in OPS:
+            raise ValueError(f"op must be one of {', '.join(OPS)}; got {op!r}")
+        measured = value is not None and not math.isnan(float(value))
+        supported = bool(measured and OPS[op](float(value), float(threshold)))
+        return cls(
+            statement, metric, value, f"{op} {format_value(float(threshold))}", supported, note
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class Report:
+    """The outcome of one ``reproduce`` run.
+
+    Attributes:
+        package: import name of the package (``"spacer"``).
+        title: the paper's title or a short description of the experiment.
+        scale: one of :data:`SCALES`.
+        seed: the seed the run used.
+        claims: the claims checked, in the order a reader should see them.
+        tables: named tables, each a list of rows (dicts with the same keys).
+        figures: file names (PNG, relative to the report directory) of the figures.
+        runtime_s: wall-clock seconds of the run.
+        environment: library versions and the device, see :func:`environment_info`.
+        notes: free text (deviations from the paper, what the scale cannot show).
+    """
+
+    package: str
+    title: str
+    scale: str
+    seed: int
+    claims: list[Claim] = field(default_factory=list)
+    tables: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    figures: list[str] = field(default_factory=list)
+    runtime_s: float = 0.0
+    environment: dict[str, Any] = field(default_factory=dict)
+    notes: str = ""
+    _pending: dict[str, Figure] = field(default_factory=dict, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if not self.package or not self.package.isidentifier():
+            raise ValueError(f"Report.package must be an import name; got {self.package!r}")
+        check_scale(self.scale)
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int):
+            raise TypeError(f"Report.seed must be an int; got {self.seed!r}")
+        if not self.environment:
+            self.environment = environment_info()
+
+    @property
+    def supported(self) -> bool:
+        """True when every claim is supported (and there is at least one)."""
+        return bool(self.claims) and all(c.supported for c in self.claims)
+
+    def add_claim(self, claim: Claim) -> Claim:
+        self.claims.append(claim)
+        return claim
+
+    def add_table(self, name: str, rows: Sequence[Mapping[str, Any]]) -> None:
+        """Attach a table; values must be JSON-serialisable scalars (numpy scalars are converted)."""
+        if not name:
+            raise ValueError("table name must be non-empty")
+        self.tables[name] = [{str(k): _plain(v) for k, v in row.items()} for row in rows]
+
+    def add_figure(self, name: str, fig: Figure) -> str:
+        """Attach a matplotlib figure, saved as ``<name>.png`` by :func:`write_report`."""
+        stem = Path(name).stem
+        if not stem or Path(name).name != name or not stem.replace("-", "_").isidentifier():
+            raise ValueError(
+                f"figure name must be a plain file stem like 'error_vs_memory'; got {name!r}"
+            )
+        file = f"{stem}.png"
+        self._pending[file] = fig
+        if file not in self.figures:
+            self.figures.append(file)
+        return file
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "package": self.package,
+            "title": self.title,
+            "scale": self.scale,
+            "seed": self.seed,
+            "supported": self.supported,
+            "claims": [c.to_dict() for c in self.claims],
+            "tables": self.tables,
+            "figures": list(self.figures),
+            "runtime_s": self.runtime_s,
+            "environment": self.environment,
+            "notes": self.notes,
+        }
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=False, allow_nan=True)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Report:
+        claims = [Claim(**c) for c in data.get("claims", [])]
+        return cls(
+            package=data["package"],
+            title=data["title"],
+            scale=data["scale"],
+            seed=int(data["seed"]),
+            claims=claims,
+            tables={k: [dict(r) for r in v] for k, v in data.get("tables", {}).items()},
+            figures=list(data.get("figures", [])),
+            runtime_s=float(data.get("runtime_s", 0.0)),
+            environment=dict(data.get("environment", {})) or {"unknown": True},
+            notes=data.get("notes", ""),
+        )
+
+    @classmethod
+    def from_json(cls, text_or_path: str | os.PathLike[str]) -> Report:
+        """Load a report from JSON text, a ``report.json`` path or a report directory."""
+        if isinstance(text_or_path, os.PathLike) or not str(text_or_path).lstrip().startswith("{"):
+            path = Path(text_or_path)
+            if path.is_dir():
+                path = path / REPORT_JSON
+            text = path.read_text()
+        else:
+            text = str(text_or_path)
+        return cls.from_dict(json.loads(text))
+
+    def to_markdown(self) -> str:
+        lines = [f"# {self.package}: {self.title}", ""]
+        verdict = f"{sum(c.supported for c in self.claims)}/{len(self.claims)} claims supported"
+        lines += [
+            f"Scale `{self.scale}`, seed {self.seed}, {self.runtime_s:.1f} s; {verdict}.",
+            "",
+            "## Claims",
+            "",
+        ]
+        rows = [
+            {
+                "claim": c.statement,
+                "metric": c.metric,
+                "measured": c.value,
+                "target": c.target,
+                "supported": c.supported,
+                "note": c.note,
+            }
+            for c in self.claims
+        ]
+        lines.append(markdown_table(rows) if rows else "_(no claims)_\n")
+        for name, table in self.tables.items():
+            lines += [f"## {name}", "", markdown_table(table)]
+        if self.figures:
+            lines += ["## Figures", ""]
+            lines += [f"![{Path(f).stem}]({f})" for f in self.figures]
+            lines.append("")
+        if self.notes:
+            lines += ["## Notes", "", self.notes.strip(), ""]
+        env = ", ".join(f"{k} {v}" for k, v in self.environment.items())
+        lines += ["## Environment", "", env, ""]
+        return "\n".join(lines)
+
+
+def _plain(value: Any) -> Any:
+    """Convert numpy scalars/arrays to plain Python so tables serialise to JSON."""
+    if hasattr(value, "item") and getattr(value, "ndim", 1) == 0:
+        return value.item()
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    return value
+
+
+def environment_info() -> dict[str, Any]:
+    """Python, platform and library versions, and the torch device if torch is already imported."""
+    env: dict[str, Any] = {
+        "python": platform.python_version(),
+        "platform": platform.platform(terse=True),
+    }
+    for dist in ("numpy", "scipy", "torch", "transformers"):
+        with contextlib.suppress(metadata.PackageNotFoundError):
+            env[dist] = metadata.version(dist)
+    if "torch" in sys.modules:
+        from paper_common.device import pick_device
+
+        env["device"] = str(pick_device())
+    else:
+        env["device"] = "cpu"
+    return env
+
+
+@contextlib.contextmanager
+def _staging_dir(out_dir: Path) -> Iterator[Path]:
+    """A fresh temporary directory beside ``out_dir``, renamed onto it only if the block succeeds.
+
+    ``out_dir`` may be absent, empty, or hold an earlier report (it is then replaced). A directory
+    holding anything else is refused, so a typo never deletes a user's files.
+    """
+    out_dir = Path(out_dir)
+    if out_dir.exists():
+        if not out_dir.is_dir():
+            raise ValueError(f"--out {out_dir} exists and is not a directory")
+        if any(out_dir.iterdir()) and not (out_dir / REPORT_JSON).exists():
+            raise ValueError(
+                f"--out {out_dir} is not empty and holds no earlier report; choose an empty or new directory"
+            )
+    parent = out_dir.parent
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", suffix=".tmp", dir=parent))
+    except OSError as exc:
+        raise OSError(f"cannot write to {parent}: {exc.strerror or exc}") from exc
+    try:
+        yield tmp
+        if out_dir.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", suffix=".old", dir=parent))
+            os.replace(out_dir, old / "previous")
+            os.replace(tmp, out_dir)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(tmp, out_dir)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def check_writable(out_dir: str | os.PathLike[str]) -> Path:
+    """Fail fast (before a long run) if a report could not be written to ``out_dir``."""
+    out = Path(out_dir)
+    try:
+        with _staging_dir(out) as tmp:
+            (tmp / ".probe").write_text("")
+            raise _Probe  # discard the staging directory: this was only a probe
+    except _Probe:
+        pass
+    return out
+
+
+class _Probe(Exception):
+    pass
+
+
+def write_report(report: Report, out_dir: str | os.PathLike[str]) -> Path:
+    """Write ``report.json``, ``report.md`` and the figures into ``out_dir`` atomically; return it."""
+    if not isinstance(report, Report):
+        raise TypeError(f"write_report expects a Report; got {type(report).__name__}")
+    out = Path(out_dir)
+    missing = [f for f in report.figures if f not in report._pending]
+    with _staging_dir(out) as tmp:
+        if report._pending:
+            from paper_common.plotting import save_figure
+
+            for file, fig in report._pending.items():
+                save_figure(fig, tmp / file)
+        # figures of a report loaded from JSON: copy them over if they lie beside it
+        for file in missing:
+            src = out / file
+            if src.exists():
+                shutil.copy2(src, tmp / file)
+        (tmp / REPORT_JSON).write_text(report.to_json())
+        (tmp / REPORT_MD).write_text(report.to_markdown())
+    return out
+
+
+class ReproduceFn(Protocol):
+    def __call__(
+        self, scale: str = ..., seed: int = ..., out_dir: str | os.PathLike[str] | None = ...
+    ) -> Report: ...
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse with errors as one line on stderr (``prog: error: ...; see --help``) and exit status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
+def _out_dir_arg(value: str) -> Path:
+    if not value.strip():
+        raise argparse.ArgumentTypeError("--out must be a directory path")
+    return Path(value)
+
+
+def main(
+    reproduce_fn: ReproduceFn, argv: Sequence[str] | None = None, prog: str | None = None
+) -> int:
+    """The ``python -m <package>`` command line: ``reproduce --scale S --seed N --out DIR``.
+
+    Returns the exit status: 0 on success, 2 on bad input (one line on stderr), 1 if the run failed.
+    """
+    pkg = prog or getattr(reproduce_fn, "__module__", "package").split(".")[0]
+    parser = ArgumentParser(
+        prog=f"python -m {pkg}",
+        description=f"Run {pkg}'s reproduction of the paper's headline claims and write a report.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    rp = sub.add_parser(
+        "reproduce",
+        help="check the paper's claims and write report.json, report.md and figures",
+        description="Check the paper's claims at a scale and write report.json, report.md and PNG figures.",
+    )
+    rp.add_argument(
+        "--scale",
+        choices=SCALES,
+        default="quick",
+        help="smoke: seconds (tests); quick: <= ~5 min on 2 CPU cores (the README's numbers); "
+        "full: the paper's setting, for a GPU or a larger machine (default: quick)",
+    )
+    rp.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
+    rp.add_argument(
+        "--out",
+        type=_out_dir_arg,
+        default=None,
+        help="report directory (default: results/<package>); replaced atomically if it holds a report",
+    )
+    args = parser.parse_args(argv)
+    out = args.out if args.out is not None else Path("results") / pkg
+    try:
+        check_writable(out)
+    except (OSError, ValueError) as exc:
+        print(f"{parser.prog} reproduce: error: {exc}", file=sys.stderr)
+        return 2
+    start = time.perf_counter()
+    report = reproduce_fn(scale=args.scale, seed=args.seed, out_dir=None)
+    if not report.runtime_s:
+        report.runtime_s = time.perf_counter() - start
+    try:
+        write_report(report, out)
+    except (OSError, ValueError) as exc:
+        print(f"{parser.prog} reproduce: error: {exc}", file=sys.stderr)
+        return 2
+    n_ok = sum(c.supported for c in report.claims)
+    print(
+        f"{pkg}: {n_ok}/{len(report.claims)} claims supported at scale {args.scale}; report in {out}"
+    )
+    return 0

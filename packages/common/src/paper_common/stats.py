@@ -1,0 +1,172 @@
+"""The few statistics several packages need and scipy / scikit-learn do not provide in one call.
+
+Everything else (tests, metrics, regressions) should call scipy.stats or sklearn.metrics directly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+from numpy.typing import ArrayLike
+from scipy import stats as sps
+
+__all__ = [
+    "ConfidenceInterval",
+    "PairedComparison",
+    "bootstrap_ci",
+    "cohens_d",
+    "paired_comparison",
+]
+
+
+@dataclass(frozen=True)
+class ConfidenceInterval:
+    """``estimate`` (the statistic on the full sample) with a ``confidence``-level interval."""
+
+    estimate: float
+    low: float
+    high: float
+    confidence: float
+
+    def __contains__(self, value: float) -> bool:
+        return self.low <= value <= self.high
+
+    def __str__(self) -> str:
+        return f"{self.estimate:.4g} [{self.low:.4g}, {self.high:.4g}]"
+
+
+def _as_1d(x: ArrayLike, name: str) -> np.ndarray:
+    arr = np.asarray(x, dtype=float)
+    if arr.ndim != 1:
+        raise ValueError(f"{name} must be 1-D; got shape {arr.shape}")
+    if arr.size < 2:
+        raise ValueError(f"{name} needs at least 2 values; got {arr.size}")
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} contains NaN or inf")
+    return arr
+
+
+def bootstrap_ci(
+    data: ArrayLike,
+    statistic: Callable[..., float] = np.mean,
+    confidence: float = 0.95,
+    n_resamples: int = 2000,
+    method: Literal["BCa", "percentile", "basic"] = "BCa",
+    seed: int | np.random.Generator = 0,
+) -> ConfidenceInterval:
+    """Bootstrap confidence interval of ``statistic(data)`` (a 1-D sample), via ``scipy.stats.bootstrap``.
+
+    ``statistic`` must accept an ``axis`` keyword (numpy reductions do). Degenerate samples (all values
+    equal) give the point interval instead of scipy's NaN.
+    """
+    x = _as_1d(data, "data")
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be in (0, 1); got {confidence}")
+    if n_resamples < 100:
+        raise ValueError(f"n_resamples must be >= 100; got {n_resamples}")
+    estimate = float(statistic(x, axis=-1))
+    if np.ptp(x) == 0:
+        return ConfidenceInterval(estimate, estimate, estimate, confidence)
+    res = sps.bootstrap(
+        (x,),
+        statistic,
+        confidence_level=confidence,
+        n_resamples=n_resamples,
+        method=method,
+        vectorized=True,
+        rng=np.random.default_rng(seed),
+    )
+    low, high = float(res.confidence_interval.low), float(res.confidence_interval.high)
+    return ConfidenceInterval(estimate, low, high, confidence)
+
+
+def cohens_d(a: ArrayLike, b: ArrayLike, paired: bool = False) -> float:
+    """Standardised mean difference ``(mean(a) - mean(b)) / s``.
+
+    Unpaired: ``s`` is the pooled standard deviation (ddof=1). Paired: Cohen's d_z, the mean of the
+    differences over their standard deviation. Returns 0.0 when both the difference and spread are 0,
+    and ``±inf`` for a non-zero difference with zero spread.
+    """
+    x, y = _as_1d(a, "a"), _as_1d(b, "b")
+    if paired:
+        if x.shape != y.shape:
+            raise ValueError(f"paired samples must have the same length; got {x.size} and {y.size}")
+        diff = x - y
+        num, s = float(diff.mean()), float(diff.std(ddof=1))
+        constant = np.ptp(diff) == 0
+    else:
+        nx, ny = x.size, y.size
+        num = float(x.mean() - y.mean())
+        s = float(np.sqrt(((nx - 1) * x.var(ddof=1) + (ny - 1) * y.var(ddof=1)) / (nx + ny - 2)))
+        constant = np.ptp(x) == 0 and np.ptp(y) == 0
+    if constant:  # exact test: var() of equal values can round to a tiny non-zero number
+        return 0.0 if num == 0 else float(np.copysign(np.inf, num))
+    return num / s
+
+
+@dataclass(frozen=True)
+class PairedComparison:
+    """Paired comparison of method ``a`` against ``b`` on the same units (seeds, tasks, datasets).
+
+    ``mean_diff`` and its bootstrap ``ci`` are of ``a - b``; ``wins``/``ties``/``losses`` count units
+    where ``a`` is higher / equal / lower; ``p_t`` is the paired t-test, ``p_wilcoxon`` the signed-rank
+    test (two-sided; NaN when every difference is zero).
+    """
+
+    n: int
+    mean_diff: float
+    ci: ConfidenceInterval
+    effect_size: float
+    p_t: float
+    p_wilcoxon: float
+    wins: int
+    ties: int
+    losses: int
+
+    def as_row(self) -> dict[str, float | int]:
+        return {
+            "n": self.n,
+            "mean_diff": self.mean_diff,
+            "ci_low": self.ci.low,
+            "ci_high": self.ci.high,
+            "d_z": self.effect_size,
+            "p_t": self.p_t,
+            "p_wilcoxon": self.p_wilcoxon,
+            "wins": self.wins,
+            "ties": self.ties,
+            "losses": self.losses,
+        }
+
+
+def paired_comparison(
+    a: ArrayLike,
+    b: ArrayLike,
+    confidence: float = 0.95,
+    n_resamples: int = 2000,
+    seed: int | np.random.Generator = 0,
+) -> PairedComparison:
+    """Compare paired samples ``a`` and ``b`` (same length, unit ``i`` in both): effect, CI, tests."""
+    x, y = _as_1d(a, "a"), _as_1d(b, "b")
+    if x.shape != y.shape:
+        raise ValueError(f"paired samples must have the same length; got {x.size} and {y.size}")
+    diff = x - y
+    ci = bootstrap_ci(diff, np.mean, confidence=confidence, n_resamples=n_resamples, seed=seed)
+    if np.all(diff == 0):
+        p_t = p_w = float("nan")
+    else:
+        p_t = float(sps.ttest_rel(x, y).pvalue) if np.ptp(diff) > 0 else 0.0
+        p_w = float(sps.wilcoxon(x, y, zero_method="wilcox").pvalue)
+    return PairedComparison(
+        n=int(x.size),
+        mean_diff=float(diff.mean()),
+        ci=ci,
+        effect_size=cohens_d(x, y, paired=True),
+        p_t=p_t,
+        p_wilcoxon=p_w,
+        wins=int(np.sum(diff > 0)),
+        ties=int(np.sum(diff == 0)),
+        losses=int(np.sum(diff < 0)),
+    )

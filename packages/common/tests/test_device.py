@@ -1,0 +1,80 @@
+import importlib.util
+import random
+
+import numpy as np
+import pytest
+
+from paper_common.device import Timer, Timing, peak_memory, pick_device, seed_everything
+
+HAS_TORCH = importlib.util.find_spec("torch") is not None
+
+
+def test_seed_everything_makes_global_state_repeatable():
+    rng = seed_everything(123)
+    first = (random.random(), np.random.rand(), rng.normal())  # noqa: NPY002
+    rng = seed_everything(123)
+    assert (random.random(), np.random.rand(), rng.normal()) == first  # noqa: NPY002
+
+
+def test_seed_everything_rejects_bad_seeds():
+    with pytest.raises(TypeError, match="int"):
+        seed_everything(1.5)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="2\\*\\*32"):
+        seed_everything(-1)
+
+
+@pytest.mark.skipif(not HAS_TORCH, reason="torch not installed in this environment")
+def test_seed_everything_seeds_torch():
+    import torch
+
+    seed_everything(5)
+    a = torch.rand(3)
+    seed_everything(5)
+    assert torch.equal(a, torch.rand(3))
+
+
+@pytest.mark.skipif(not HAS_TORCH, reason="torch not installed in this environment")
+def test_pick_device_honours_override(monkeypatch):
+    monkeypatch.setenv("PAPER_DEVICE", "cpu")
+    assert str(pick_device()) == "cpu"
+    monkeypatch.setenv("PAPER_DEVICE", "not-a-device")
+    with pytest.raises(ValueError, match="not a torch device"):
+        pick_device()
+
+
+@pytest.mark.skipif(HAS_TORCH, reason="checks the message given when torch is missing")
+def test_pick_device_without_torch_says_what_to_install():
+    with pytest.raises(ImportError, match="paper-common\\[lm\\]"):
+        pick_device()
+
+
+def test_tracemalloc_peak_sees_a_numpy_allocation():
+    with peak_memory() as mem:
+        x = np.ones(2_000_000)  # 16 MB
+        del x
+    assert mem.mode == "tracemalloc"
+    assert 15.0 < mem.peak_mib < 17.0
+
+
+def test_rss_peak_sees_touched_pages():
+    with peak_memory("rss") as mem:
+        x = np.ones(8_000_000)  # 64 MB, written so the pages are resident
+        x.sum()
+    assert mem.peak_mib > 40.0
+    del x
+
+
+def test_peak_memory_rejects_unknown_mode():
+    with pytest.raises(ValueError, match="mode"), peak_memory("gpu"):  # type: ignore[arg-type]
+        pass
+
+
+def test_timer_counts_calls_and_orders_statistics():
+    calls = []
+    timing = Timer(repeat=4, warmup=2)(lambda: calls.append(sum(range(10_000))))
+    assert len(calls) == 6
+    assert len(timing.times_s) == 4
+    assert timing.min_s <= timing.median_s <= max(timing.times_s)
+    assert Timing((1.0, 2.0, 3.0, 10.0)).median_s == 2.5
+    with pytest.raises(ValueError, match="repeat"):
+        Timer(repeat=0)

@@ -1,0 +1,89 @@
+import numpy as np
+import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+from paper_common.stats import bootstrap_ci, cohens_d, paired_comparison
+
+
+def test_percentile_bootstrap_matches_a_hand_rolled_one():
+    x = np.random.default_rng(1).exponential(size=60)
+    ci = bootstrap_ci(x, np.median, method="percentile", n_resamples=4000, seed=7)
+    idx = np.random.default_rng(2).integers(0, x.size, size=(4000, x.size))
+    hand = np.quantile(np.median(x[idx], axis=1), [0.025, 0.975])
+    assert ci.estimate == pytest.approx(np.median(x))
+    # two independent bootstraps of the same sample agree to Monte-Carlo error
+    assert ci.low == pytest.approx(hand[0], abs=0.06)
+    assert ci.high == pytest.approx(hand[1], abs=0.06)
+
+
+def test_bca_interval_covers_the_true_mean_at_about_the_nominal_rate():
+    rng = np.random.default_rng(0)
+    hits = sum(
+        0.0 in bootstrap_ci(rng.normal(size=40), n_resamples=500, seed=i) for i in range(200)
+    )
+    assert 0.88 <= hits / 200 <= 0.99
+
+
+def test_degenerate_sample_gives_point_interval():
+    ci = bootstrap_ci([2.0, 2.0, 2.0])
+    assert (ci.low, ci.estimate, ci.high) == (2.0, 2.0, 2.0)
+
+
+def test_cohens_d_closed_forms():
+    a, b = np.array([2.0, 4.0, 6.0]), np.array([1.0, 3.0, 5.0])
+    # pooled sd = 2, mean difference = 1
+    assert cohens_d(a, b) == pytest.approx(0.5)
+    # every difference is exactly 1: zero spread, positive difference
+    assert cohens_d(a, b, paired=True) == np.inf
+    c = np.array([1.0, 2.0, 4.0])
+    diff = a - c  # [1, 2, 2]
+    assert cohens_d(a, c, paired=True) == pytest.approx(diff.mean() / diff.std(ddof=1))
+    assert cohens_d(a, a) == 0.0
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    st.lists(st.floats(-1e3, 1e3), min_size=3, max_size=30), st.floats(0.1, 10), st.floats(-50, 50)
+)
+def test_cohens_d_is_invariant_to_affine_rescaling(values, scale, shift):
+    a = np.array(values)
+    assume(np.ptp(a) > 1e-3)
+    b = a[::-1] + 1.0
+    d = cohens_d(a, b)
+    assert cohens_d(a * scale + shift, b * scale + shift) == pytest.approx(d, rel=1e-6, abs=1e-9)
+
+
+def test_paired_comparison_counts_and_tests():
+    rng = np.random.default_rng(3)
+    b = rng.normal(size=30)
+    a = b + 0.5 + 0.1 * rng.normal(size=30)
+    res = paired_comparison(a, b, seed=1)
+    assert res.n == 30
+    assert (res.wins, res.ties, res.losses) == (30, 0, 0)
+    assert res.mean_diff == pytest.approx(np.mean(a - b))
+    assert res.ci.low < res.mean_diff < res.ci.high
+    assert res.p_t < 1e-10
+    assert res.p_wilcoxon < 1e-6
+    assert set(res.as_row()) >= {"mean_diff", "ci_low", "ci_high", "p_t", "wins"}
+
+
+def test_paired_comparison_of_identical_samples_has_no_p_value():
+    x = [1.0, 2.0, 3.0]
+    res = paired_comparison(x, x)
+    assert res.ties == 3
+    assert np.isnan(res.p_t)
+    assert np.isnan(res.p_wilcoxon)
+
+
+def test_bad_input_raises():
+    with pytest.raises(ValueError, match="at least 2"):
+        bootstrap_ci([1.0])
+    with pytest.raises(ValueError, match="1-D"):
+        bootstrap_ci(np.ones((3, 3)))
+    with pytest.raises(ValueError, match="NaN"):
+        cohens_d([1.0, np.nan], [1.0, 2.0])
+    with pytest.raises(ValueError, match="same length"):
+        paired_comparison([1.0, 2.0], [1.0, 2.0, 3.0])
+    with pytest.raises(ValueError, match="confidence"):
+        bootstrap_ci([1.0, 2.0], confidence=95)
