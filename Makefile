@@ -25,15 +25,16 @@ help:
 setup:
 	@command -v uv >/dev/null 2>&1 || python3 -m uv --version >/dev/null 2>&1 || \
 		python3 -m pip install --quiet uv
-	@$(UV) sync --all-packages --frozen --quiet
+	@$(UV) sync --all-packages --all-extras --frozen --quiet
 
+# one torch/BLAS thread per xdist worker: two workers already fill both cores
 test-all: setup
-	$(RUN) pytest -n $(PYTEST_WORKERS) $(if $(SLOW),,-m "not slow")
+	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(RUN) pytest -n $(PYTEST_WORKERS) --dist loadgroup $(if $(SLOW),,-m "not slow")
 
 test: setup
 	@test -n "$(PKG)" || { echo "usage: make test PKG=<package>" >&2; exit 2; }
 	@test -d packages/$(PKG) || { echo "no package packages/$(PKG)" >&2; exit 2; }
-	$(RUN) pytest -n $(PYTEST_WORKERS) $(if $(SLOW),,-m "not slow") packages/$(PKG)
+	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(RUN) pytest -n $(PYTEST_WORKERS) --dist loadgroup $(if $(SLOW),,-m "not slow") packages/$(PKG)
 
 reproduce: setup
 ifdef PKG

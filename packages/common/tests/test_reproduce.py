@@ -115,6 +115,8 @@ def test_markdown_table_and_number_format():
         "| 2 | - | x\\|y |",
     ]
     assert format_value(1.23e-5) == "1.230e-05"
+    assert format_value(17236.9) == "17237"
+    assert format_value(2.5e12) == "2.500e+12"
     assert format_value(math.inf) == "inf"
     assert format_value(True) == "yes"
     assert markdown_table([]) == "_(no rows)_\n"

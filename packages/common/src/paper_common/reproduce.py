@@ -79,8 +79,10 @@ def format_value(value: Any) -> str:
             return "nan"
         if math.isinf(value):
             return "inf" if value > 0 else "-inf"
-        if value != 0 and (abs(value) >= 1e5 or abs(value) < 1e-3):
+        if value != 0 and (abs(value) >= 1e9 or abs(value) < 1e-3):
             return f"{value:.3e}"
+        if abs(value) >= 1e4:
+            return f"{value:.0f}"
         return f"{value:.4g}"
     return str(value)
 

@@ -1,0 +1,229 @@
+"""Scoring tools on real (tiny, randomly initialised) Llama, Qwen2 and GPT-2 models."""
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from paper_common import lm  # noqa: E402
+from paper_common.facts import World  # noqa: E402
+
+ARCHS = ["llama", "qwen2", "gpt2"]
+
+
+@pytest.fixture(scope="module")
+def world():
+    return World(seed=3, n_people=12, n_cities=6, n_companies=4, n_countries=2)
+
+
+@pytest.fixture(scope="module")
+def tok(world):
+    return lm.build_tokenizer(world.vocabulary_texts())
+
+
+@pytest.fixture(scope="module", params=ARCHS)
+def model(request, tok):
+    return lm.tiny_causal_lm(tok, request.param, n_layers=2, d_model=32, n_heads=4, seed=1)
+
+
+@pytest.fixture(scope="module")
+def prompts(world):
+    # different lengths, so padding matters
+    qs = [q.question for q in world.qa_pairs("all")[:5]]
+    return [*qs, "Q:", world.verification_items("all")[0].prompt]
+
+
+@pytest.mark.parametrize("kind", ["wordlevel", "bpe"])
+def test_tokenizer_round_trip(world, kind):
+    texts = world.vocabulary_texts()
+    tok = lm.build_tokenizer(texts, kind=kind, vocab_size=600)
+    for text in texts[:200:7]:
+        ids = tok(text)["input_ids"]
+        assert ids[0] == tok.bos_token_id
+        assert tok.decode(ids, skip_special_tokens=True) == text
+    assert tok.pad_token == "<pad>"
+    assert tok.eos_token == "</s>"
+    if kind == "wordlevel":
+        name = world.entities["city"][0]
+        assert len(tok(" " + name, add_special_tokens=False)["input_ids"]) == 1
+        assert tok(" " + name, add_special_tokens=False) == tok(name, add_special_tokens=False)
+
+
+def test_token_rank_equals_brute_force_argsort():
+    g = torch.Generator().manual_seed(0)
+    lp = torch.randn(20, 50, generator=g)
+    ids = torch.randint(0, 50, (20,), generator=g)
+    order = torch.argsort(lp, dim=1, descending=True)
+    brute = torch.tensor([int((order[i] == ids[i]).nonzero()) + 1 for i in range(20)])
+    assert torch.equal(lm.token_rank(lp, ids), brute)
+    ranks_np = lm.token_rank(lp.numpy(), ids.numpy())
+    assert ranks_np.tolist() == brute.tolist()
+    assert lm.token_rank(lp, lp.argmax(1)).tolist() == [1] * 20
+
+
+def test_sequence_logprob_is_the_sum_of_token_logprobs(model, tok, prompts):
+    conts = [" Zzz", " True", " " + prompts[0].split()[2]] * 3
+    conts = conts[: len(prompts)]
+    got = lm.sequence_logprob(model, tok, prompts, conts)
+    for i, (p, c) in enumerate(zip(prompts, conts, strict=True)):
+        p_ids = tok(p)["input_ids"]
+        c_ids = tok(c, add_special_tokens=False)["input_ids"]
+        ids = torch.tensor([p_ids + c_ids])
+        with torch.no_grad():
+            logp = torch.log_softmax(model(input_ids=ids).logits[0].float(), -1)
+        manual = sum(logp[len(p_ids) - 1 + k, t] for k, t in enumerate(c_ids))
+        assert float(got[i]) == pytest.approx(float(manual), abs=1e-4)
+    mean = lm.sequence_logprob(model, tok, prompts, conts, reduction="mean")
+    per = lm.sequence_logprob(model, tok, prompts, conts, reduction="none")
+    assert [float(t.mean()) for t in per] == pytest.approx(mean.tolist(), abs=1e-5)
+
+
+def test_batched_equals_unbatched(model, tok, prompts):
+    full = lm.next_token_logprobs(model, tok, prompts, batch_size=64)
+    one = torch.cat([lm.next_token_logprobs(model, tok, [p]) for p in prompts])
+    assert torch.allclose(full, one, atol=1e-4)
+    conts = [" True"] * len(prompts)
+    assert torch.allclose(
+        lm.sequence_logprob(model, tok, prompts, conts, batch_size=3),
+        lm.sequence_logprob(model, tok, prompts, conts, batch_size=1),
+        atol=1e-4,
+    )
+    for position in ("last", "mean"):
+        rs = lm.residual_stream(model, tok, prompts, position=position, batch_size=4)
+        rs1 = lm.residual_stream(model, tok, prompts, position=position, batch_size=1)
+        assert rs.shape == (len(prompts), 3, 32)
+        assert torch.allclose(rs, rs1, atol=1e-4)
+    assert lm.greedy_answer(model, tok, prompts, max_new_tokens=4) == [
+        lm.greedy_answer(model, tok, [p], max_new_tokens=4)[0] for p in prompts
+    ]
+
+
+def test_logit_lens_last_layer_is_the_model_output(model, tok, prompts):
+    lens = lm.logit_lens(model, tok, prompts)
+    assert lens.shape == (len(prompts), 3, len(tok))
+    assert torch.allclose(lens[:, -1], lm.next_token_logprobs(model, tok, prompts), atol=1e-4)
+    assert not torch.allclose(lens[:, 0], lens[:, -1], atol=1e-3)
+
+
+def test_residual_layer_zero_is_the_embedding(model, tok, prompts):
+    rs = lm.residual_stream(model, tok, prompts[:1], layers=[0], position="mean")
+    ids = torch.tensor([tok(prompts[0])["input_ids"]])
+    with torch.no_grad():
+        hidden = model(input_ids=ids, output_hidden_states=True).hidden_states[0]
+    assert torch.allclose(rs[0, 0], hidden[0].mean(0), atol=1e-5)
+
+
+def test_steering_changes_logits_only_inside_the_context(model, tok, prompts):
+    before = lm.next_token_logprobs(model, tok, prompts)
+    vec = torch.randn(32, generator=torch.Generator().manual_seed(0))
+    with lm.add_to_residual(model, 1, vec, scale=4.0):
+        steered = lm.next_token_logprobs(model, tok, prompts)
+    after = lm.next_token_logprobs(model, tok, prompts)
+    assert (steered - before).abs().max() > 1e-2
+    assert torch.equal(before, after)
+    blocks = lm.decoder_layers(model)
+
+    def hooks():  # transformers keeps hooks of its own on the blocks: count, do not expect zero
+        return [(len(b._forward_hooks), len(b._forward_pre_hooks)) for b in blocks]
+
+    before_hooks = hooks()
+    seen = []
+
+    def fail_inside():
+        with lm.add_to_residual(model, 0, vec):
+            seen.append(hooks())
+            raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError, match="boom"):
+        fail_inside()
+    assert seen[0] != before_hooks
+    assert hooks() == before_hooks
+    assert torch.equal(lm.next_token_logprobs(model, tok, prompts), before)
+
+
+def test_steering_at_a_position_leaves_earlier_positions_alone(model, tok, prompts):
+    ids = torch.tensor([tok(prompts[0])["input_ids"]])
+    vec = torch.randn(
+        32, generator=torch.Generator().manual_seed(1)
+    )  # not constant: LayerNorm centres
+    with torch.no_grad():
+        base = model(input_ids=ids).logits[0]
+        with lm.add_to_residual(model, 2, vec, positions=[3], scale=5.0):
+            steered = model(input_ids=ids).logits[0]
+    assert torch.allclose(base[:3], steered[:3], atol=1e-5)
+    assert (base[3] - steered[3]).abs().max() > 1e-2
+
+
+def test_capture_mlp_records_what_the_mlp_computes(model, tok, prompts):
+    ids = torch.tensor([tok(prompts[0])["input_ids"]])
+    with torch.no_grad(), lm.capture_mlp(model, [0, 1]) as rec:
+        model(input_ids=ids)
+    for b in (0, 1):
+        assert rec[b].outputs.shape == (1, ids.shape[1], 32)
+        with torch.no_grad():
+            again = lm.mlp_module(model, b)(rec[b].inputs)
+        assert torch.allclose(again, rec[b].outputs, atol=1e-5)
+    assert not lm.mlp_module(model, 0)._forward_hooks  # transformers hooks blocks, not MLPs
+
+
+def test_sample_is_seeded_and_its_logprobs_are_the_models(model, tok, prompts):
+    a = lm.sample(model, tok, prompts[:3], n=3, max_new_tokens=5, seed=7)
+    b = lm.sample(model, tok, prompts[:3], n=3, max_new_tokens=5, seed=7)
+    assert a.texts == b.texts
+    assert len(a.texts) == 3
+    assert all(len(row) == 3 for row in a.texts)
+    p_ids = tok(prompts[1])["input_ids"]
+    new = a.token_ids[1][0]
+    ids = torch.tensor([p_ids + new.tolist()])
+    with torch.no_grad():
+        logp = torch.log_softmax(model(input_ids=ids).logits[0].float(), -1)
+    manual = torch.stack([logp[len(p_ids) - 1 + k, t] for k, t in enumerate(new.tolist())])
+    assert torch.allclose(a.logprobs[1][0], manual, atol=1e-4)
+
+
+def test_save_load_round_trip_gives_identical_logits(model, tok, prompts, tmp_path):
+    model.save_pretrained(tmp_path)
+    tok.save_pretrained(tmp_path)
+    loaded, tok2 = lm.load_lm(tmp_path)
+    assert torch.equal(
+        lm.next_token_logprobs(model, tok, prompts), lm.next_token_logprobs(loaded, tok2, prompts)
+    )
+
+
+def test_answer_rank_ranks_the_answer_among_candidates(model, tok, world):
+    items = world.qa_pairs("all")[:6]
+    cities = world.entities["city"]
+    res = lm.answer_rank(model, tok, [q.question for q in items], [q.answer for q in items], cities)
+    lp = lm.next_token_logprobs(model, tok, [q.question for q in items])
+    first = [tok(" " + q.answer, add_special_tokens=False)["input_ids"][0] for q in items]
+    assert res.first_token_rank.tolist() == lm.token_rank(lp, torch.tensor(first)).tolist()
+    for i, q in enumerate(items):
+        others = [c for c in cities if c != q.answer]
+        lps = lm.sequence_logprob(model, tok, [q.question] * len(others), [" " + c for c in others])
+        assert res.sequence_rank[i] == 1 + int((lps > res.answer_logprob[i]).sum())
+
+
+def test_bad_input_raises(model, tok, prompts):
+    with pytest.raises(ValueError, match="must not be empty"):
+        lm.next_token_logprobs(model, tok, [])
+    with pytest.raises(TypeError, match="not one string"):
+        lm.greedy_answer(model, tok, "Q: hi A:")
+    with pytest.raises(ValueError, match="same length"):
+        lm.sequence_logprob(model, tok, prompts, [" a"])
+    with pytest.raises(ValueError, match="out of range"):
+        lm.residual_stream(model, tok, prompts, layers=[3])
+    with (
+        pytest.raises(ValueError, match="out of range"),
+        lm.add_to_residual(model, 7, torch.ones(32)),
+    ):
+        pass
+    with pytest.raises(ValueError, match="shape"), lm.add_to_residual(model, 1, torch.ones(5)):
+        pass
+    with pytest.raises(ValueError, match="arch"):
+        lm.tiny_causal_lm(tok, "mamba")
+    with pytest.raises(ValueError, match="texts or pairs"):
+        lm.train_causal_lm(model, tok)
+    with pytest.raises(ValueError, match="temperature"):
+        lm.sample(model, tok, prompts, temperature=0)
+    with pytest.raises(ValueError, match="no saved model"):
+        lm.load_lm(".")
