@@ -7,6 +7,7 @@ import sys
 from importlib import metadata
 
 import pytest
+
 from workspace import MEMBERS, Member, member_params
 
 TORCH_STACK = {"torch", "transformers", "torch-geometric", "torch_geometric", "peft", "accelerate"}

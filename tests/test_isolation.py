@@ -4,9 +4,9 @@ import subprocess
 import sys
 
 import pytest
-from workspace import MEMBERS, PACKAGES, Member, member_params, uv_command
 
 from paper_common import Report
+from workspace import MEMBERS, PACKAGES, Member, member_params, uv_command
 
 
 def _run(cmd, **kw):

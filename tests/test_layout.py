@@ -5,9 +5,9 @@ import sys
 from importlib import metadata
 
 import pytest
-from workspace import MEMBERS, PAPER_MEMBERS, ROOT, Member, member_params
 
 from paper_common.suite import ENTRY_POINT_GROUP, discover
+from workspace import MEMBERS, PAPER_MEMBERS, ROOT, Member, member_params
 
 
 def test_common_is_a_member():

@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import pytest
+
 from workspace import MEMBERS, Member, member_params
 
 

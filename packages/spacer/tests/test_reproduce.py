@@ -1,0 +1,28 @@
+import pytest
+
+from paper_common import Report
+from spacer.reproduce import reproduce
+
+
+def test_smoke_reproduce_writes_a_report(tmp_path):
+    report = reproduce("smoke", seed=0, out_dir=tmp_path / "r")
+    assert len(report.claims) == 4
+    assert all(c.value is not None and c.value > 0 for c in report.claims)
+    loaded = Report.from_json(tmp_path / "r")
+    assert loaded.package == "spacer"
+    assert {"error_vs_memory.png", "error_vs_noise.png"} <= {
+        p.name for p in (tmp_path / "r").iterdir()
+    }
+    table = next(iter(report.tables.values()))
+    methods = {r["method"] for r in table}
+    assert {
+        "SpaceR",
+        "Learned Count-Min",
+        "Trivial (exact on predictions)",
+        "SpaceSaving at B log B",
+    } <= methods
+
+
+def test_bad_scale():
+    with pytest.raises(ValueError, match="scale"):
+        reproduce("medium")
