@@ -162,6 +162,7 @@ class SpaceR(_Sampled):
         self.config = SpaceRConfig(memory_words, seed, alpha)
         super().__init__(seed)
         self.capacity = memory_words // 2
+        self._seen = 0  # N_t: the stream length before the current batch
 
     @property
     def rate(self) -> float:
@@ -169,11 +170,9 @@ class SpaceR(_Sampled):
         return min(1.0, self.config.alpha * self.capacity / max(self._seen, 1))
 
     def update(self, items: ArrayLike, counts: ArrayLike | None = None) -> SpaceR:
-        self._seen = self.total  # N_t: the stream length before this batch
+        self._seen = self.total
         super().update(items, counts)
         return self
-
-    _seen = 0
 
     def _update(self, uniq: np.ndarray, counts: np.ndarray) -> None:
         self._admit(uniq, counts, self.rate)
