@@ -181,20 +181,9 @@ def tiny_causal_lm(
         "pad_token_id": _pad_id(tokenizer),
     }
     vocab = len(tokenizer)
-    if arch == "llama":
-        config = transformers.LlamaConfig(
-            vocab_size=vocab,
-            hidden_size=d_model,
-            intermediate_size=d_ff,
-            num_hidden_layers=n_layers,
-            num_attention_heads=n_heads,
-            num_key_value_heads=n_heads,
-            max_position_embeddings=max_positions,
-            tie_word_embeddings=True,
-            **ids,
-        )
-    elif arch == "qwen2":
-        config = transformers.Qwen2Config(
+    if arch in ("llama", "qwen2"):
+        config_cls = transformers.LlamaConfig if arch == "llama" else transformers.Qwen2Config
+        config = config_cls(
             vocab_size=vocab,
             hidden_size=d_model,
             intermediate_size=d_ff,

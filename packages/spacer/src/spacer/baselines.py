@@ -321,11 +321,18 @@ def noisy_oracle(items: ArrayLike, k: int, noise: float, seed: int = 0) -> np.nd
 
 
 class _Predicted(FrequencySketch):
-    """Exact counters for predicted heavy ids (2 words each) plus a sketch for everything else."""
+    """Exact counters for predicted heavy ids (2 words each) plus ``rest_cls`` (a ``depth``-row
+    sketch of the remaining words, or nothing) for everything else."""
 
-    def __init__(self, memory_words: int, predicted: ArrayLike, seed: int = 0) -> None:
+    rest_cls: ClassVar[type[CountMin] | type[CountSketch] | None] = None
+    default_depth: ClassVar[int] = 1
+
+    def __init__(
+        self, memory_words: int, predicted: ArrayLike, depth: int | None = None, seed: int = 0
+    ) -> None:
         super().__init__()
         self.memory_budget = _check_positive("memory_words", memory_words)
+        self.depth = _check_positive("depth", self.default_depth if depth is None else depth)
         pred = np.unique(as_items(predicted, "predicted"))
         if 2 * pred.size > self.memory_budget:
             raise ValueError(
@@ -333,10 +340,12 @@ class _Predicted(FrequencySketch):
             )
         self.seed = seed
         self.heavy = Table(pred, np.zeros(pred.size, np.int64))
-        self.rest = self._make_rest(self.memory_budget - 2 * pred.size)
-
-    def _make_rest(self, words: int) -> FrequencySketch | None:
-        return None
+        words = self.memory_budget - 2 * pred.size
+        self.rest = (
+            self.rest_cls(words // self.depth, self.depth, seed=seed)
+            if self.rest_cls is not None and words >= self.depth
+            else None
+        )
 
     def _update(self, uniq: np.ndarray, counts: np.ndarray) -> None:
         light = self.heavy.add_tracked(uniq, counts)
@@ -362,6 +371,7 @@ class _Predicted(FrequencySketch):
         return {
             "memory_words": self.memory_budget,
             "predicted": self.heavy.ids.tolist(),
+            "depth": self.depth,
             "seed": self.seed,
         }
 
@@ -387,52 +397,24 @@ class PredictedExact(_Predicted):
 
 class LearnedCountMin(_Predicted):
     """Learned Count-Min (Hsu, Indyk, Katabi & Vakilian, ICLR 2019): predicted heavy hitters get
-    unique buckets, the rest share a Count-Min of the remaining words."""
+    unique buckets, the rest share a Count-Min (``depth`` rows, default 1) of the remaining words."""
 
     name: ClassVar[str] = "Learned Count-Min"
-
-    def __init__(
-        self, memory_words: int, predicted: ArrayLike, depth: int = 1, seed: int = 0
-    ) -> None:
-        self.depth = _check_positive("depth", depth)
-        super().__init__(memory_words, predicted, seed)
-
-    def _make_rest(self, words: int) -> FrequencySketch | None:
-        return (
-            CountMin(max(1, words // self.depth), self.depth, seed=self.seed)
-            if words >= self.depth
-            else None
-        )
-
-    def params(self) -> dict[str, Any]:
-        return {**super().params(), "depth": self.depth}
+    rest_cls = CountMin
 
 
 class PredictionCountSketch(_Predicted):
     """Prediction-based Count-Sketch (after Aamand, Chen, Nguyen, Silwal & Vakilian, NeurIPS 2023):
-    predicted heavy ids counted exactly, the rest in a Count-Sketch whose estimates are clipped to
-    ``[0, inf)``. (Their analysis also truncates small estimates; see seeds/spacer.md.)"""
+    predicted heavy ids counted exactly, the rest in a Count-Sketch (``depth`` rows, default 3) whose
+    estimates are clipped to ``[0, inf)``. (Their analysis also truncates small estimates; see
+    seeds/spacer.md.)"""
 
     name: ClassVar[str] = "Prediction Count-Sketch"
-
-    def __init__(
-        self, memory_words: int, predicted: ArrayLike, depth: int = 3, seed: int = 0
-    ) -> None:
-        self.depth = _check_positive("depth", depth)
-        super().__init__(memory_words, predicted, seed)
-
-    def _make_rest(self, words: int) -> FrequencySketch | None:
-        return (
-            CountSketch(max(1, words // self.depth), self.depth, seed=self.seed)
-            if words >= self.depth
-            else None
-        )
+    rest_cls = CountSketch
+    default_depth = 3
 
     def _rest_estimate(self, items: np.ndarray) -> np.ndarray:
         return np.maximum(super()._rest_estimate(items), 0.0)
-
-    def params(self) -> dict[str, Any]:
-        return {**super().params(), "depth": self.depth}
 
 
 def two_pass(
