@@ -1,0 +1,71 @@
+"""Splitting one budget between allocations and screenings."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from screening.planners import OptimalPlanner
+from screening.value import check_problem
+
+__all__ = ["Split", "optimal_split"]
+
+
+@dataclass(frozen=True)
+class Split:
+    """The best (K, m) for a budget, its value, and the best plan without screening at the same cost."""
+
+    coverage: int
+    screen_budget: int
+    expected_value: float
+    no_screening_coverage: int
+    no_screening_value: float
+
+    @property
+    def efficiency_gain(self) -> float:
+        """Relative gain in expected covered vulnerable units over the best no-screening plan."""
+        return (
+            self.expected_value / self.no_screening_value - 1
+            if self.no_screening_value > 0
+            else 0.0
+        )
+
+
+def optimal_split(
+    p: ArrayLike,
+    budget: float,
+    cost_alloc: float,
+    cost_screen: float,
+    max_candidates: int = 40,
+    max_screen: int | None = None,
+) -> Split:
+    """Choose coverage K and screenings m with ``K cost_alloc + m cost_screen <= budget`` to maximise
+    the optimal plan's expected covered vulnerable units. ``m`` runs over up to ``max_candidates``
+    evenly spaced values from 0 to its maximum (the budget's, or ``max_screen``: planning costs
+    O(m^3), so cap it when screening is cheap); K takes the rest of the budget (at most n)."""
+    arr = check_problem(p, 0)
+    if not (budget >= 0 and cost_alloc > 0 and cost_screen > 0):
+        raise ValueError(
+            f"need budget >= 0 and positive costs; got {budget}, {cost_alloc}, {cost_screen}"
+        )
+    n = arr.size
+    m_max = int(min(n, budget // cost_screen))
+    if max_screen is not None:
+        m_max = min(m_max, int(max_screen))
+    ms = np.unique(np.linspace(0, m_max, min(max_candidates, m_max + 1)).astype(int))
+    planner = OptimalPlanner()
+    best = None
+    base_k = int(min(n, budget // cost_alloc))
+    base_v = float(np.sort(arr)[::-1][:base_k].sum())
+    for m in ms:
+        k = int(min(n, (budget - m * cost_screen) // cost_alloc))
+        if k <= 0:
+            continue
+        v = planner.plan(arr, k, int(min(m, n))).expected_value
+        if best is None or v > best[2]:
+            best = (k, int(m), v)
+    if best is None:
+        return Split(0, 0, 0.0, base_k, base_v)
+    return Split(best[0], best[1], best[2], base_k, base_v)
