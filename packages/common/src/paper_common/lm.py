@@ -501,16 +501,26 @@ def _device(model: nn.Module) -> torch.device:
     return next(model.parameters()).device
 
 
-def decoder_layers(model: nn.Module) -> nn.ModuleList:
-    """The list of transformer blocks of a Hugging Face causal LM (Llama, Qwen2, Mistral, GPT-2, NeoX, OPT)."""
-    for path in ("model.layers", "transformer.h", "gpt_neox.layers", "model.decoder.layers"):
+def _first_module(model: nn.Module, paths: Sequence[str]) -> nn.Module | None:
+    """The module at the first dotted attribute path that exists (``"model.layers"``), else None."""
+    for path in paths:
         obj: Any = model
         for part in path.split("."):
             obj = getattr(obj, part, None)
             if obj is None:
                 break
-        if isinstance(obj, nn.ModuleList):
+        if isinstance(obj, nn.Module):
             return obj
+    return None
+
+
+def decoder_layers(model: nn.Module) -> nn.ModuleList:
+    """The list of transformer blocks of a Hugging Face causal LM (Llama, Qwen2, Mistral, GPT-2, NeoX, OPT)."""
+    found = _first_module(
+        model, ("model.layers", "transformer.h", "gpt_neox.layers", "model.decoder.layers")
+    )
+    if isinstance(found, nn.ModuleList):
+        return found
     n = getattr(getattr(model, "config", None), "num_hidden_layers", None)
     for module in model.modules():
         if isinstance(module, nn.ModuleList) and len(module) == n:
@@ -520,19 +530,15 @@ def decoder_layers(model: nn.Module) -> nn.ModuleList:
 
 def final_norm(model: nn.Module) -> nn.Module:
     """The norm applied to the last residual before the unembedding."""
-    for path in (
+    paths = (
         "model.norm",
         "transformer.ln_f",
         "gpt_neox.final_layer_norm",
         "model.decoder.final_layer_norm",
-    ):
-        obj: Any = model
-        for part in path.split("."):
-            obj = getattr(obj, part, None)
-            if obj is None:
-                break
-        if isinstance(obj, nn.Module):
-            return obj
+    )
+    found = _first_module(model, paths)
+    if found is not None:
+        return found
     raise ValueError(f"cannot find the final norm of {type(model).__name__}")
 
 
