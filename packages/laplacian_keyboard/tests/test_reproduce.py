@@ -1,0 +1,31 @@
+import pytest
+
+from laplacian_keyboard.reproduce import reproduce
+from paper_common import Report
+
+
+def test_smoke_reproduce_writes_a_report(tmp_path):
+    report = reproduce("smoke", seed=0, out_dir=tmp_path / "r")
+    names = [c.statement for c in report.claims]
+    assert len(names) == 6
+    assert len(set(names)) == 6
+    assert all(c.value is not None for c in report.claims)
+    inspan = report.claims[0]
+    assert inspan.supported
+    assert inspan.value < 1e-6
+    bound = next(c for c in report.claims if "bounded" in c.statement)
+    assert bound.supported
+    assert 0 <= bound.value <= 1
+    loaded = Report.from_json(tmp_path / "r")
+    assert loaded.package == "laplacian_keyboard"
+    assert loaded.scale == "smoke"
+    files = {p.name for p in (tmp_path / "r").iterdir()}
+    assert {"eigenvectors.png", "learning_curves.png", "bounds.png", "report.md"} <= files
+    tasks = report.tables["Every task (normalised returns; steps to 80% of optimal, inf = never)"]
+    assert {r["family"] for r in tasks} == {"goal", "lava", "goal_continuing"}
+    assert all(abs(r["GPI(library)"]) <= 1 + 1e-9 for r in tasks)  # normalised by the optimum
+
+
+def test_bad_scale():
+    with pytest.raises(ValueError, match="scale"):
+        reproduce("medium")
