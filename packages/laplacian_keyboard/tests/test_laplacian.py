@@ -131,3 +131,10 @@ def test_transition_laplacian_is_the_graph_loss_operator_for_one_way_dynamics():
     P_pi = P.mean(axis=1)
     graph_loss = np.sum(P_pi * (u[:, None] - u[None, :]) ** 2) / n
     np.testing.assert_allclose(graph_loss, 2 / n * u @ L @ u, rtol=1e-10)
+
+
+def test_disconnected_graph_warns():
+    G = nx.disjoint_union(nx.path_graph(4), nx.path_graph(5))
+    with pytest.warns(UserWarning, match="disconnected"):
+        vals, _ = laplacian_eigenvectors(G, 2, kind="combinatorial", drop_first=True)
+    assert vals[0] < 1e-10  # the second component indicator

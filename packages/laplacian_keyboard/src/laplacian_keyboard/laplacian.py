@@ -8,6 +8,7 @@ graph-drawing literature.
 
 from __future__ import annotations
 
+import warnings
 from typing import Literal
 
 import networkx as nx
@@ -145,6 +146,13 @@ def laplacian_eigenvectors(
         vecs = vecs / np.sqrt(deg)[:, None]
         vecs = vecs / np.linalg.norm(vecs, axis=0)
     vecs = _fix_signs(vecs)
+    if drop_first and k > 1 and vals[1] < 1e-10:
+        warnings.warn(
+            f"the state graph is disconnected ({int(np.sum(vals < 1e-10))}+ components): the first "
+            "eigenvectors are component indicators, which no policy can change; restrict P to the "
+            "states reachable from the start (e.g. enumerate_transitions) before building a reward basis",
+            stacklevel=2,
+        )
     return vals[int(drop_first) :], vecs[:, int(drop_first) :]
 
 
