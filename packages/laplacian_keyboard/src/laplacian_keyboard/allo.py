@@ -52,18 +52,23 @@ class ALLOConfig:
                 raise ValueError(f"ALLOConfig.{name} must be > 0; got {getattr(self, name)}")
 
 
+def mlp(n_in: int, n_out: int, hidden: int) -> nn.Sequential:
+    """Two hidden ReLU layers: the network shape of the encoder, the USFA and DQN."""
+    return nn.Sequential(
+        nn.Linear(n_in, hidden),
+        nn.ReLU(),
+        nn.Linear(hidden, hidden),
+        nn.ReLU(),
+        nn.Linear(hidden, n_out),
+    )
+
+
 class LaplacianEncoder(nn.Module):
     """MLP ``(batch, n_in) -> (batch, d)``; with one-hot inputs it is a tabular representation."""
 
     def __init__(self, n_in: int, d: int, hidden: int = 128) -> None:
         super().__init__()
-        self.net = nn.Sequential(
-            nn.Linear(n_in, hidden),
-            nn.ReLU(),
-            nn.Linear(hidden, hidden),
-            nn.ReLU(),
-            nn.Linear(hidden, d),
-        )
+        self.net = mlp(n_in, d, hidden)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.net(x)

@@ -21,6 +21,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from laplacian_keyboard.agents import LearningCurve, SMDPQLearning, evaluate
+from laplacian_keyboard.allo import mlp
 from laplacian_keyboard.keyboard import BehaviourLibrary, Behaviours
 from laplacian_keyboard.mdp import (
     check_model,
@@ -119,21 +120,6 @@ def cumulant_library(P: np.ndarray, phi: np.ndarray, gamma: float = 0.95) -> Beh
     )
 
 
-class _MLP(nn.Module):
-    def __init__(self, n_in: int, n_out: int, hidden: int) -> None:
-        super().__init__()
-        self.net = nn.Sequential(
-            nn.Linear(n_in, hidden),
-            nn.ReLU(),
-            nn.Linear(hidden, hidden),
-            nn.ReLU(),
-            nn.Linear(hidden, n_out),
-        )
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.net(x)
-
-
 class DQN:
     """Deep Q-network (Mnih et al. 2015) with replay, a target network and Huber loss, for small envs.
 
@@ -179,7 +165,7 @@ class DQN:
         self.buffer_size = buffer_size
         torch.manual_seed(seed)
         self.rng = np.random.default_rng(seed)
-        self.q = _MLP(n_features, n_actions, hidden)
+        self.q = mlp(n_features, n_actions, hidden)
         self.target = copy.deepcopy(self.q)
         self.opt = torch.optim.Adam(self.q.parameters(), lr=lr)
 

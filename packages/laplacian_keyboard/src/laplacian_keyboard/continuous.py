@@ -24,7 +24,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from laplacian_keyboard.agents import LearningCurve, evaluate
-from laplacian_keyboard.allo import LaplacianEncoder
+from laplacian_keyboard.allo import LaplacianEncoder, mlp
 from laplacian_keyboard.envs import PointMaze
 
 __all__ = [
@@ -78,13 +78,7 @@ class USFA(nn.Module):
     def __init__(self, n_obs: int, d: int, n_actions: int, hidden: int = 256) -> None:
         super().__init__()
         self.d, self.n_actions = d, n_actions
-        self.net = nn.Sequential(
-            nn.Linear(n_obs + d, hidden),
-            nn.ReLU(),
-            nn.Linear(hidden, hidden),
-            nn.ReLU(),
-            nn.Linear(hidden, n_actions * d),
-        )
+        self.net = mlp(n_obs + d, n_actions * d, hidden)
 
     def forward(self, obs: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
         return self.net(torch.cat([obs, w], dim=-1)).view(-1, self.n_actions, self.d)
