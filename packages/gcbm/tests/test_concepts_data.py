@@ -9,6 +9,7 @@ from gcbm import (
     GROUPS,
     ConceptVocabulary,
     ba_2motifs,
+    ba_motifs,
     from_networkx_labelled,
     load_tu,
     molecule_rules,
@@ -120,3 +121,35 @@ def test_bad_input_raises_clear_errors():
         ConceptVocabulary().transform([g])
     with pytest.raises(ValueError, match="n_graphs"):
         molecule_rules(0)
+
+
+def test_three_motifs_have_their_ring_signatures():
+    graphs = ba_motifs(90, seed=2, motifs=("house", "cycle", "grid"))
+    y = np.array([g.y.item() for g in graphs])
+    assert np.bincount(y).tolist() == [30, 30, 30]
+    counts = ConceptVocabulary(kinds=("ring",), min_support=0.0).fit(graphs)
+    X = counts.transform(graphs)
+    ring3, ring4, ring5 = (X[:, counts.index(f"ring{k}[0{k}]")] for k in (3, 4, 5))
+    np.testing.assert_array_equal(ring3 > 0, y == 0)  # the house's roof
+    np.testing.assert_array_equal(ring5 > 0, y == 1)
+    np.testing.assert_array_equal(
+        ring4, np.select([y == 0, y == 2], [1, 4], 0)
+    )  # a 3x3 grid has 4 squares
+    with pytest.raises(ValueError, match="unknown motif"):
+        ba_motifs(4, motifs=("house", "star"))
+
+
+def test_tiny_graphs_single_node_and_no_edges():
+    lone = Data(
+        x=torch.tensor([[1.0, 0.0, 0.0]]),
+        edge_index=torch.zeros(2, 0, dtype=torch.long),
+        y=torch.tensor([0]),
+    )
+    pair = Data(
+        x=torch.eye(3)[[0, 2]], edge_index=torch.zeros(2, 0, dtype=torch.long), y=torch.tensor([1])
+    )
+    vocab = ConceptVocabulary(label_names=ATOMS, min_support=0.0, wl_depth=1).fit([lone, pair])
+    assert set(vocab.concepts) == {"C()", "O()"}
+    X = vocab.transform([lone, pair])
+    np.testing.assert_array_equal(X[:, vocab.index("C()")], [1, 1])
+    np.testing.assert_array_equal(X[:, vocab.index("O()")], [0, 1])

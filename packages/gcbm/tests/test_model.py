@@ -172,3 +172,15 @@ def test_model_bad_input():
         fit(model, molecule_rules(4))
     with pytest.raises(ValueError, match="head='logic'"):
         rules_of(GCBM(3, 4, 2, head="linear"), ConceptVocabulary())
+
+
+def test_concept_lm_handles_empty_and_tiny_corpora():
+    lm = ConceptLM(5, dim=8, heads=2)
+    losses = lm.fit([[0, 1, 2], [], [3, 4, 4]], epochs=3, seed=0)
+    assert all(np.isfinite(losses))  # every step masks at least one real token
+    assert all(torch.isfinite(p).all() for p in lm.parameters())
+    E = lm.embed([[], [1, 2]])
+    assert torch.isfinite(E).all()
+    torch.testing.assert_close(
+        E[0], lm.tokens.weight[:5]
+    )  # a graph with no concepts: static vectors

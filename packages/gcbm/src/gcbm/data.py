@@ -3,8 +3,9 @@
 * :func:`molecule_rules`: molecule-like graphs (atoms C, N, O) built from a carbon backbone and
   planted functional groups; the label is a known logical rule over the groups, so rule recovery
   can be measured.
-* :func:`ba_2motifs`: Barabasi-Albert trees with one planted motif, a house or a 5-cycle (the
-  BA-2Motifs benchmark of Luo et al. 2020); the label is the motif.
+* :func:`ba_motifs` / :func:`ba_2motifs`: Barabasi-Albert trees with one planted motif (house,
+  5-cycle or 3x3 grid; house vs 5-cycle is the BA-2Motifs benchmark of Luo et al. 2020); the label
+  is the motif.
 * :func:`load_tu`: the TU datasets (MUTAG, PROTEINS, NCI1) through ``torch_geometric``, for
   machines with a network or a local copy of the raw files.
 """
@@ -110,33 +111,61 @@ def molecule_rules(n_graphs: int = 600, seed: int = 0, p_group: float = 0.5) -> 
     return out
 
 
-def ba_2motifs(n_graphs: int = 600, seed: int = 0, base_nodes: int = 20) -> list[Data]:
-    """BA-2Motifs: a Barabasi-Albert tree (``m = 1``) plus a house (label 0) or a 5-cycle (label 1)
-    joined by one edge; constant node features; ``groups`` holds ``[house, cycle5]``."""
-    if n_graphs < 1 or base_nodes < 2:
-        raise ValueError(f"need n_graphs >= 1 and base_nodes >= 2; got {n_graphs}, {base_nodes}")
+MOTIFS = ("house", "cycle", "grid")
+
+
+def _motif(name: str) -> nx.Graph:
+    from torch_geometric.datasets.motif_generator import CycleMotif, GridMotif, HouseMotif
+
+    makers = {"house": HouseMotif, "cycle": lambda: CycleMotif(5), "grid": GridMotif}
+    if name not in makers:
+        raise ValueError(f"unknown motif {name!r}; choose from {MOTIFS}")
+    data = makers[name]()()
+    G = nx.empty_graph(data.num_nodes)
+    G.add_edges_from(data.edge_index.T.tolist())
+    return G
+
+
+def ba_motifs(
+    n_graphs: int = 600,
+    seed: int = 0,
+    base_nodes: int = 20,
+    motifs: tuple[str, ...] = ("house", "cycle"),
+) -> list[Data]:
+    """Barabasi-Albert trees (``m = 1``) with one planted motif each, joined by one edge; the label is
+    the motif's index in ``motifs`` (PyG's house, 5-cycle and 3x3 grid generators); constant node
+    features; ``groups`` holds the one-hot motif. ``("house", "cycle")`` is BA-2Motifs (Luo et al. 2020)."""
+    if n_graphs < 1 or base_nodes < 2 or len(motifs) < 2:
+        raise ValueError(
+            f"need n_graphs >= 1, base_nodes >= 2, >= 2 motifs; got {n_graphs}, {base_nodes}, {motifs}"
+        )
+    shapes = [_motif(m) for m in motifs]
     rng = np.random.default_rng(seed)
-    house = nx.Graph([(0, 1), (1, 2), (2, 3), (3, 0), (0, 4), (1, 4)])
-    cycle = nx.cycle_graph(5)
     out = []
     for i in range(n_graphs):
-        y = i % 2
+        y = i % len(motifs)
         G = nx.barabasi_albert_graph(base_nodes, 1, seed=int(rng.integers(2**31)))
-        labels = [0] * base_nodes
+        motif = shapes[y]
+        labels = [0] * (base_nodes + motif.number_of_nodes())
         _attach(
             G,
-            labels,
+            [],
             int(rng.integers(base_nodes)),
-            cycle if y else house,
-            [0] * 5,
-            int(rng.integers(5)),
+            motif,
+            [],
+            int(rng.integers(motif.number_of_nodes())),
         )
         perm = rng.permutation(G.number_of_nodes())
         G = nx.relabel_nodes(G, {j: int(perm[j]) for j in range(len(perm))})
-        groups = torch.tensor([[1.0 - y, float(y)]])
+        groups = torch.nn.functional.one_hot(torch.tensor([y]), len(motifs)).float()
         out.append(from_networkx_labelled(G, labels, 1, y, groups=groups))
     order = rng.permutation(n_graphs)
     return [out[j] for j in order]
+
+
+def ba_2motifs(n_graphs: int = 600, seed: int = 0, base_nodes: int = 20) -> list[Data]:
+    """BA-2Motifs: a house (label 0) or a 5-cycle (label 1) on a BA tree; see :func:`ba_motifs`."""
+    return ba_motifs(n_graphs, seed, base_nodes, ("house", "cycle"))
 
 
 def load_tu(name: str, root: str | os.PathLike[str]) -> list[Data]:

@@ -49,9 +49,11 @@ class ConceptLM(nn.Module):
 
     def hidden(self, ids: torch.Tensor) -> torch.Tensor:
         pos = torch.arange(ids.shape[1])[None]
-        return self.encoder(
-            self.tokens(ids) + self.positions(pos), src_key_padding_mask=ids == self.pad
-        )
+        pad = ids == self.pad
+        pad[:, 0] &= ~pad.all(
+            dim=1
+        )  # an empty sentence attends to its first (PAD) slot, not to nothing
+        return self.encoder(self.tokens(ids) + self.positions(pos), src_key_padding_mask=pad)
 
     def fit(
         self,
@@ -79,8 +81,11 @@ class ConceptLM(nn.Module):
                 ids = ids_all[perm[start : start + batch_size]]
                 real = ids != self.pad
                 masked = (torch.rand(ids.shape, generator=gen) < mask_prob) & real
-                if not masked.any():
-                    continue
+                if not masked.any():  # small batches: mask one real token so every step learns
+                    if not real.any():
+                        continue
+                    flat = torch.nonzero(real.view(-1)).view(-1)
+                    masked.view(-1)[flat[torch.randint(len(flat), (1,), generator=gen)]] = True
                 inp = ids.masked_fill(masked, self.mask)
                 logits = self.out(self.hidden(inp))
                 loss = nn.functional.cross_entropy(logits[masked], ids[masked])
