@@ -1,0 +1,85 @@
+"""The efficiency harness: rows, crossovers, decoding state sizes, the memory counter."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from lara import make_attention
+from lara.efficiency import (
+    _malloc_peak,
+    crossovers,
+    decoding_sweep,
+    efficiency_sweep,
+    measure,
+    plot_decoding,
+    plot_efficiency,
+)
+
+
+def test_memory_counter_sees_a_known_allocation() -> None:
+    with _malloc_peak() as mem:
+        x = torch.ones(1_000_000)  # 3.8 MiB
+        del x
+    assert 3.5 <= mem.peak_mib < 8
+
+
+def test_naive_softmax_memory_grows_quadratically_and_sdpa_does_not() -> None:
+    naive = make_attention("softmax", 16, 2, form="quadratic")
+    sdpa = make_attention("softmax", 16, 2)
+    small, big = 256, 1024
+    m_naive = [measure(naive, n, heads=2, head_dim=16, repeat=1)["peak_mib"] for n in (small, big)]
+    m_sdpa = [measure(sdpa, n, heads=2, head_dim=16, repeat=1)["peak_mib"] for n in (small, big)]
+    # the 2 x n x n score matrix alone is 8 MiB at n = 1024
+    assert m_naive[1] >= 8
+    assert m_naive[1] / m_naive[0] > 8
+    assert m_sdpa[1] < m_naive[1] / 4
+
+
+def test_sweep_rows_and_plots() -> None:
+    rows = efficiency_sweep(
+        ["softmax", "linear"], [32, 64], heads=2, head_dim=8, repeat=1, backward=True
+    )
+    assert [(r["method"], r["seq_len"]) for r in rows] == [
+        ("softmax", 32), ("linear", 32), ("softmax", 64), ("linear", 64)
+    ]  # fmt: skip
+    assert all(r["time_s"] > 0 and r["pass"] == "fwd+bwd" for r in rows)
+    fig = plot_efficiency(rows)
+    assert len(fig.axes) == 2
+    with pytest.raises(ValueError, match="seq_lens"):
+        efficiency_sweep(["softmax"], [])
+
+
+def test_non_causal_methods_are_skipped_in_causal_sweeps() -> None:
+    rows = efficiency_sweep(["nystrom"], [32], heads=1, head_dim=8, repeat=1, causal=True)
+    assert rows[0]["time_s"] != rows[0]["time_s"]  # NaN
+
+
+def test_crossovers_known_answer() -> None:
+    rows = [
+        {"method": "softmax", "seq_len": n, "time_s": t} for n, t in [(1, 1.0), (2, 2.0), (4, 4.0)]
+    ] + [
+        {"method": "a", "seq_len": n, "time_s": t} for n, t in [(1, 2.0), (2, 1.0), (4, 3.0)]
+    ] + [
+        {"method": "b", "seq_len": n, "time_s": t} for n, t in [(1, 0.5), (2, 3.0), (4, 5.0)]
+    ] + [
+        {"method": "c", "seq_len": n, "time_s": t} for n, t in [(1, 0.5), (2, 3.0), (4, 3.0)]
+    ]  # fmt: skip
+    assert crossovers(rows) == {"a": 2, "b": None, "c": 4}
+    with pytest.raises(ValueError, match="baseline"):
+        crossovers(rows, baseline="flash")
+
+
+def test_decoding_state_is_constant_for_kernelized_and_grows_for_the_kv_cache() -> None:
+    rows = decoding_sweep(
+        ["softmax", "performer", "lara"], [8, 32, 64], heads=2, head_dim=8, window=2
+    )
+    state = {(r["method"], r["tokens"]): r["state_mib"] * 2**20 for r in rows}
+    # KV cache: keys and values of every token seen, float32
+    assert state[("softmax", 64)] == 64 * 2 * 2 * 8 * 4
+    assert state[("softmax", 64)] == 8 * state[("softmax", 8)]
+    for m in ("performer", "lara"):
+        assert state[(m, 8)] == state[(m, 64)]
+    assert len(plot_decoding(rows).axes) == 2
+    with pytest.raises(ValueError, match="lengths"):
+        decoding_sweep(["softmax"], [0])
