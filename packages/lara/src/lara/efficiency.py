@@ -352,29 +352,41 @@ def crossovers(
     return out
 
 
-def plot_efficiency(rows: Sequence[Mapping[str, Any]], title: str = "") -> Any:
-    """Time and peak memory against sequence length (log-log), one line per method."""
+def _plot_curves(
+    rows: Sequence[Mapping[str, Any]],
+    x: str,
+    metrics: tuple[str, str],
+    ylabels: tuple[str, str],
+    xlabel: str,
+) -> Any:
+    """Two log-log panels, one line per method (softmax in bold black)."""
     from paper_common import new_figure
 
     fig, axes = new_figure(1, 2, size=(11, 4))
     for name in dict.fromkeys(r["method"] for r in rows):
         pts = [r for r in rows if r["method"] == name]
         style = {"lw": 2.5, "color": "black"} if name == "softmax" else {}
-        for ax, metric in zip(axes, ("time_s", "peak_mib"), strict=True):
-            ax.plot(
-                [p["seq_len"] for p in pts],
-                [p[metric] for p in pts],
-                marker="o",
-                label=name,
-                **style,
-            )
-    for ax, label in zip(axes, ("seconds (median)", "peak memory (MiB)"), strict=True):
+        for ax, metric in zip(axes, metrics, strict=True):
+            ax.plot([p[x] for p in pts], [p[metric] for p in pts], marker="o", label=name, **style)
+    for ax, label in zip(axes, ylabels, strict=True):
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
-        ax.set_xlabel("sequence length")
+        ax.set_xlabel(xlabel)
         ax.set_ylabel(label)
         ax.grid(alpha=0.3, which="both")
     axes[0].legend(fontsize=7)
+    return fig
+
+
+def plot_efficiency(rows: Sequence[Mapping[str, Any]], title: str = "") -> Any:
+    """Time and peak memory against sequence length (log-log), one line per method."""
+    fig = _plot_curves(
+        rows,
+        "seq_len",
+        ("time_s", "peak_mib"),
+        ("seconds (median)", "peak memory (MiB)"),
+        "sequence length",
+    )
     if title:
         fig.suptitle(title)
     return fig
@@ -382,27 +394,10 @@ def plot_efficiency(rows: Sequence[Mapping[str, Any]], title: str = "") -> Any:
 
 def plot_decoding(rows: Sequence[Mapping[str, Any]]) -> Any:
     """Decoding state size and seconds per token against tokens generated."""
-    from paper_common import new_figure
-
-    fig, axes = new_figure(1, 2, size=(11, 4))
-    for name in dict.fromkeys(r["method"] for r in rows):
-        pts = [r for r in rows if r["method"] == name]
-        style = {"lw": 2.5, "color": "black"} if name == "softmax" else {}
-        for ax, metric in zip(axes, ("state_mib", "s_per_token"), strict=True):
-            ax.plot(
-                [p["tokens"] for p in pts],
-                [p[metric] for p in pts],
-                marker="o",
-                label=name,
-                **style,
-            )
-    for ax, label in zip(
-        axes, ("state (MiB): KV cache vs recurrent", "seconds per token"), strict=True
-    ):
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
-        ax.set_xlabel("tokens decoded")
-        ax.set_ylabel(label)
-        ax.grid(alpha=0.3, which="both")
-    axes[0].legend(fontsize=7)
-    return fig
+    return _plot_curves(
+        rows,
+        "tokens",
+        ("state_mib", "s_per_token"),
+        ("state (MiB): KV cache vs recurrent", "seconds per token"),
+        "tokens decoded",
+    )
