@@ -198,9 +198,8 @@ def measure(
 
     seconds = _timed(run, device, repeat, warmup)
     peak = 0.0
-    for _ in range(
-        min(repeat, 2)
-    ):  # the larger of two sampled peaks; the output is held to the end
+    # the larger of two sampled peaks; the output is held to the end of the block
+    for _ in range(min(repeat, 2)):
         with _memory(device) as mem:
             out = run()
         del out
