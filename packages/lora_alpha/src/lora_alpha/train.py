@@ -1,0 +1,137 @@
+"""One LoRA fine-tuning run: a task, a scaling rule, a rank and a learning rate."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from tqdm.auto import tqdm
+
+from lora_alpha.baselines import Method
+from lora_alpha.config import get_lora_alpha_model
+from lora_alpha.diagnostics import SignalDriftCallback, delta_weights, reference_gradient
+from lora_alpha.tasks import Task
+
+
+@dataclass
+class RunResult:
+    """What :func:`finetune` returns: the evaluation after training and the curves."""
+
+    method: str
+    r: int
+    lr: float
+    alpha: float
+    scaling: float
+    seed: int
+    metrics: dict[str, float]
+    losses: list[float]
+    diagnostics: list[dict[str, float]] = field(default_factory=list)
+    seconds: float = 0.0
+    diverged: bool = False
+    delta: dict[str, torch.Tensor] | None = field(default=None, repr=False)
+
+    @property
+    def loss(self) -> float:
+        return self.metrics["loss"]
+
+    @property
+    def score(self) -> float:
+        return self.metrics["score"]
+
+    def row(self) -> dict[str, Any]:
+        out = {
+            "method": self.method,
+            "r": self.r,
+            "lr": self.lr,
+            "alpha": self.alpha,
+            "scaling": self.scaling,
+            "seed": self.seed,
+            **self.metrics,
+        }
+        if self.diagnostics:
+            last = self.diagnostics[-1]
+            for k in ("drift_ratio", "cosine", "signal", "drift", "update_norm", "stable_rank"):
+                if k in last:
+                    out[k] = last[k]
+        return out
+
+
+def finetune(
+    task: Task,
+    method: Method,
+    r: int = 8,
+    lr: float = 1e-4,
+    steps: int = 200,
+    batch_size: int = 32,
+    seed: int = 0,
+    diagnostics: bool | SignalDriftCallback = False,
+    diagnostics_every: int = 20,
+    reference: Mapping[str, torch.Tensor] | None = None,
+    keep_delta: bool = False,
+    progress: bool = False,
+) -> RunResult:
+    """Fine-tune ``task.base_model()`` with LoRA adapters of rank ``r`` scaled by ``method``.
+
+    Adapters are initialised with ``seed`` (peft's default: A Kaiming-uniform, B zero); batches
+    follow ``seed`` too. A run whose loss turns non-finite stops early and is marked ``diverged``
+    (its metrics are the evaluation at that point, loss ``inf`` if that is non-finite).
+
+    ``diagnostics=True`` records Signal-Drift every ``diagnostics_every`` steps against
+    ``reference`` (default: the full-fine-tuning gradient of ``task.reference_batch()``); pass a
+    :class:`~lora_alpha.diagnostics.SignalDriftCallback` instead to add sharpness.
+    ``keep_delta=True`` keeps the final ``{layer: s * B @ A}`` in ``RunResult.delta``.
+    """
+    if steps < 1:
+        raise ValueError(f"steps must be >= 1; got {steps}")
+    torch.manual_seed(seed)
+    model = get_lora_alpha_model(
+        task.base_model(), method.lora_config(r, task.target_modules, **task.lora_kwargs)
+    )
+    opt = method.optimizer(model, lr)
+    callback: SignalDriftCallback | None
+    if isinstance(diagnostics, SignalDriftCallback):
+        callback = diagnostics
+    elif diagnostics:
+        if reference is None:
+            reference = reference_gradient(model, task.loss, task.reference_batch())
+        callback = SignalDriftCallback(reference, every=diagnostics_every)
+    else:
+        callback = None
+    losses: list[float] = []
+    diverged = False
+    start = time.perf_counter()
+    batches = task.batches(batch_size, seed)
+    model.train()
+    for step in tqdm(range(steps), desc=method.name, disable=not progress, leave=False):
+        loss = task.loss(model, next(batches))
+        if not torch.isfinite(loss):
+            diverged = True
+            break
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+        if callback is not None:
+            callback.on_step(model, step + 1, losses[-1], force=step + 1 == steps)
+    metrics = task.evaluate(model)
+    if not math.isfinite(metrics["loss"]):
+        diverged = True
+        metrics["loss"] = math.inf
+    return RunResult(
+        method=method.name,
+        r=r,
+        lr=lr,
+        alpha=method.lora_alpha(r),
+        scaling=method.scaling(r),
+        seed=seed,
+        metrics=metrics,
+        losses=losses,
+        diagnostics=callback.history if callback is not None else [],
+        seconds=time.perf_counter() - start,
+        diverged=diverged,
+        delta=delta_weights(model) if keep_delta else None,
+    )

@@ -1,0 +1,88 @@
+import numpy as np
+import pytest
+
+from lora_alpha import RegressionTask, SweepResult, fit_optimal_alpha, fit_power_law, sweep
+from lora_alpha.sweep import best_on_grid, scaling_interaction
+
+
+def test_power_law_recovers_planted_exponent():
+    rng = np.random.default_rng(0)
+    x = np.repeat([1, 2, 4, 8, 16, 32, 64], 3).astype(float)
+    y = 40 * x**0.5 * np.exp(rng.normal(0, 0.05, len(x)))
+    fit = fit_power_law(x, y, n_boot=500)
+    assert fit.exponent == pytest.approx(0.5, abs=0.03)
+    assert fit.coefficient == pytest.approx(40, rel=0.1)
+    assert fit.exponent_ci[0] < 0.5 < fit.exponent_ci[1]
+    assert fit.r2 > 0.98
+
+
+def test_best_on_grid_finds_the_vertex_in_log_space():
+    x = np.geomspace(1, 1000, 7)
+    y = (np.log(x) - np.log(42.0)) ** 2
+    assert best_on_grid(x, y) == pytest.approx(42.0, rel=1e-6)
+    assert best_on_grid(x, y, refine=False) in set(x)
+    assert best_on_grid(x, -y) in (x[0], x[-1])  # a maximum, not a minimum: no interior vertex
+
+
+def test_fit_optimal_alpha_on_planted_surface():
+    rng = np.random.default_rng(1)
+    rows = []
+    alphas = [2.0**k for k in range(2, 14)]
+    for r in (1, 4, 16, 64):
+        best = 30 * r**0.5
+        for s in range(4):
+            for a in alphas:
+                loss = (np.log(a) - np.log(best)) ** 2 + rng.normal(0, 0.01)
+                rows.append(
+                    {"r": r, "alpha": a, "lr": 1e-4, "seed": s, "loss": loss, "score": -loss}
+                )
+    res = SweepResult(rows)
+    fit = fit_optimal_alpha(res, n_boot=200)
+    assert fit.exponent == pytest.approx(0.5, abs=0.05)
+    assert fit.coefficient == pytest.approx(30, rel=0.2)
+    # score is maximised where loss is minimised
+    assert fit_optimal_alpha(res, "score", n_boot=0).exponent == pytest.approx(fit.exponent)
+    with pytest.raises(ValueError, match="lr"):
+        res.optimal_alpha(lr=0.5)
+
+
+def test_sweep_runs_the_grid():
+    task = RegressionTask(d_in=4, hidden=8, d_out=2, shift_rank=2, n_train=64, n_test=32)
+    res = sweep(task, [8, 64], [1e-3], [1, 2], seeds=[0, 1], steps=5, batch_size=16, progress=False)
+    assert len(res.rows) == 8
+    alphas, lrs, table = res.surface(2)
+    assert alphas == [8, 64]
+    assert lrs == [1e-3]
+    assert table.shape == (2, 1)
+    assert np.isfinite(table).all()
+    with pytest.raises(ValueError, match="rank 3"):
+        res.surface(3)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [({"alpha_grid": []}, "alpha_grid"), ({"lr_grid": [0.0]}, "lr_grid"),
+     ({"rank_grid": [0]}, "rank_grid"), ({"rule": "dora"}, "rule"), ({"seeds": []}, "seeds")],
+)  # fmt: skip
+def test_sweep_bad_input(kwargs, match):
+    args = {"alpha_grid": [8], "lr_grid": [1e-3], "rank_grid": [1], "seeds": [0], **kwargs}
+    with pytest.raises(ValueError, match=match):
+        sweep(RegressionTask(d_in=2, hidden=4, d_out=2, n_train=8, n_test=8), **args)
+
+
+def test_fit_power_law_bad_input():
+    with pytest.raises(ValueError, match="distinct"):
+        fit_power_law([2, 2], [1, 3])
+    with pytest.raises(ValueError, match="y must be"):
+        fit_power_law([1, 2], [1, -3])
+
+
+def test_scaling_interaction_shares_the_base_point():
+    task = RegressionTask(d_in=4, hidden=8, d_out=2, shift_rank=2, n_train=64, n_test=32)
+    rows = scaling_interaction(task, 2, 16, 1e-3, (1, 4), steps=5, batch_size=16, progress=False)
+    assert len(rows) == 4
+    base = [r for r in rows if r["factor"] == 1]
+    assert base[0]["loss"] == base[1]["loss"]
+    by = {(r["kind"], r["factor"]): r for r in rows}
+    assert by[("alpha", 4)]["alpha"] == 64
+    assert by[("lr", 4)]["lr"] == pytest.approx(4e-3)

@@ -1,0 +1,99 @@
+import pytest
+import torch
+
+from lora_alpha import (
+    CausalLMTask,
+    ClassificationTask,
+    KnowledgeInjectionTask,
+    RegressionTask,
+    finetune,
+    lora_alpha,
+    standard,
+)
+from paper_common.lm import build_tokenizer, fact_lm, tiny_causal_lm
+
+LM_STEPS, CUTOFF = 40, 2016  # the smoke reproduce's fact LM (trained once, cached)
+
+
+def test_regression_task_starts_at_zero_score_and_learns():
+    task = RegressionTask(d_in=8, hidden=16, d_out=4, shift_rank=4, n_train=256, n_test=128)
+    assert task.evaluate(task.base_model())["score"] == pytest.approx(0.0, abs=1e-6)
+    run = finetune(task, lora_alpha(c=64), r=4, lr=1e-3, steps=150, batch_size=32, seed=0)
+    assert run.score > 0.3
+    assert run.losses[-1] < run.losses[0]
+    again = finetune(task, lora_alpha(c=64), r=4, lr=1e-3, steps=150, batch_size=32, seed=0)
+    assert again.loss == run.loss  # deterministic with a seed
+    other = finetune(task, lora_alpha(c=64), r=4, lr=1e-3, steps=150, batch_size=32, seed=1)
+    assert other.loss != run.loss
+
+
+def test_regression_task_bad_input():
+    with pytest.raises(ValueError, match="hidden"):
+        RegressionTask(hidden=0)
+
+
+def test_finetune_records_diagnostics_and_bad_steps():
+    task = RegressionTask(d_in=8, hidden=16, d_out=4, shift_rank=4, n_train=128, n_test=64)
+    run = finetune(
+        task,
+        standard(),
+        r=2,
+        lr=1e-3,
+        steps=30,
+        diagnostics=True,
+        diagnostics_every=10,
+        keep_delta=True,
+    )
+    assert [h["step"] for h in run.diagnostics] == [10, 20, 30]
+    assert set(run.delta) == {"fc1", "fc2", "fc3"}
+    assert "drift_ratio" in run.row()
+    with pytest.raises(ValueError, match="steps"):
+        finetune(task, standard(), steps=0)
+
+
+def test_knowledge_injection_learns_new_facts(world):
+    task = KnowledgeInjectionTask(world, CUTOFF, LM_STEPS)
+    before = task.evaluate(task.base_model())
+    assert set(before) == {"loss", "score", "heldout_phrasing", "retention"}
+    run = finetune(task, lora_alpha(), r=4, lr=1e-3, steps=40, batch_size=16)
+    assert run.loss < before["loss"]
+    assert run.score >= before["score"]
+    with pytest.raises(ValueError, match="no fact"):
+        KnowledgeInjectionTask(world, world.end_year, LM_STEPS)
+
+
+def test_classification_head_starts_as_the_verbaliser(world):
+    task = ClassificationTask(world, LM_STEPS, CUTOFF)
+    lm, tok = fact_lm(world, cutoff=CUTOFF, steps=LM_STEPS)
+    model = task.base_model()
+    batch = {k: v[:4] for k, v in task._train.items()}
+    ids = [tok(w, add_special_tokens=False)["input_ids"][-1] for w in (" False", " True")]
+    last = batch["attention_mask"].sum(1) - 1
+    with torch.no_grad():
+        lm_logits = lm(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
+        cls_logits = model(
+            input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]
+        ).logits
+    expected = lm_logits[torch.arange(4), last][:, ids]
+    assert torch.allclose(cls_logits, expected, atol=1e-4)
+    run = finetune(task, lora_alpha(), r=4, lr=1e-3, steps=20, batch_size=16)
+    assert 0.0 <= run.score <= 1.0
+    assert run.metrics["train_accuracy"] >= 0.5
+
+
+def test_causal_lm_task_from_pretrained(tmp_path):
+    pairs = [
+        (f"Q: colour of {w}? A:", f" {c}")
+        for w, c in [("sky", "blue"), ("grass", "green"), ("snow", "white")]
+    ]
+    tok = build_tokenizer([p + a for p, a in pairs])
+    tiny_causal_lm(tok, "llama", n_layers=1, d_model=32, n_heads=2, seed=0).save_pretrained(
+        tmp_path
+    )
+    tok.save_pretrained(tmp_path)
+    task = CausalLMTask.from_pretrained(str(tmp_path), pairs)
+    run = finetune(task, lora_alpha(c=32), r=2, lr=1e-2, steps=60, batch_size=3)
+    assert run.losses[-1] < run.losses[0]
+    assert run.score == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="train_pairs"):
+        CausalLMTask(task.base_model(), tok, [])
