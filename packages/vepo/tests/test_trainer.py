@@ -94,3 +94,13 @@ def test_bad_configs():
             VEPOConfig(output_dir=out, entropy_mode="blind")
         with pytest.raises(ValueError, match="entropy_coef"):
             VEPOConfig(output_dir=out, entropy_coef=-1.0)
+
+
+def test_train_rl_bad_method():
+    from vepo import train_rl
+
+    problems, tok, model, _ = _setup()
+    with pytest.raises(ValueError, match="method must be one of"):
+        train_rl(model, tok, problems, "PPO")
+    with pytest.raises(ValueError, match="steps"):
+        train_rl(model, tok, problems, "GRPO", steps=0)

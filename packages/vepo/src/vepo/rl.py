@@ -123,10 +123,14 @@ def train_rl(
     from datasets import Dataset
     from transformers import PrinterCallback
 
-    name = method if isinstance(method, str) else "custom"
-    fields = METHODS[method] if isinstance(method, str) else method
     if isinstance(method, str) and method not in METHODS:
         raise ValueError(f"method must be one of {list(METHODS)} or a dict; got {method!r}")
+    if steps < 1 or prompts_per_step < 1:
+        raise ValueError(
+            f"steps and prompts_per_step must be >= 1; got {steps}, {prompts_per_step}"
+        )
+    name = method if isinstance(method, str) else "custom"
+    fields = METHODS[method] if isinstance(method, str) else method
     with tempfile.TemporaryDirectory() as tmp:
         cfg = VEPOConfig(
             output_dir=tmp, per_device_train_batch_size=prompts_per_step * num_generations,
