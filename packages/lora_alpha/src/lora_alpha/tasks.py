@@ -190,7 +190,25 @@ def _world(world: Any) -> Any:
     return world
 
 
-class CausalLMTask:
+class _HFTask:
+    """What the Hugging Face tasks share: a frozen model copied per run and a dict of tensors."""
+
+    _model: nn.Module
+    _train: dict[str, torch.Tensor]
+
+    def base_model(self) -> nn.Module:
+        return copy.deepcopy(self._model)
+
+    def batches(self, batch_size: int, seed: int) -> Iterator[dict[str, torch.Tensor]]:
+        n = len(next(iter(self._train.values())))
+        for idx in _batch_stream(n, batch_size, seed):
+            yield _take(self._train, idx)
+
+    def reference_batch(self) -> dict[str, torch.Tensor]:
+        return _take(self._train, slice(0, 64))
+
+
+class CausalLMTask(_HFTask):
     """Fine-tune any Hugging Face causal LM on ``(prompt, answer)`` pairs (loss on the answer).
 
     Evaluation on each named set of pairs: answer NLL per token and greedy match (every answer
@@ -241,22 +259,12 @@ class CausalLMTask:
             tok.pad_token = tok.eos_token
         return cls(AutoModelForCausalLM.from_pretrained(path), tok, train_pairs, **kwargs)
 
-    def base_model(self) -> nn.Module:
-        return copy.deepcopy(self._model)
-
-    def batches(self, batch_size: int, seed: int) -> Iterator[dict[str, torch.Tensor]]:
-        for idx in _batch_stream(len(self._train["input_ids"]), batch_size, seed):
-            yield _take(self._train, idx)
-
     def loss(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         return model(
             input_ids=batch["input_ids"],
             attention_mask=batch["attention_mask"],
             labels=batch["labels"],
         ).loss
-
-    def reference_batch(self) -> dict[str, torch.Tensor]:
-        return _take(self._train, slice(0, 64))
 
     @torch.no_grad()
     def _match(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> tuple[float, float]:
@@ -332,7 +340,7 @@ class KnowledgeInjectionTask(CausalLMTask):
         self.n_facts = len(new)
 
 
-class SequenceClassificationTask:
+class SequenceClassificationTask(_HFTask):
     """Fine-tune any ``AutoModelForSequenceClassification`` model on labelled texts.
 
     peft is told ``task_type="SEQ_CLS"``, so the classification head is trained with the
@@ -374,18 +382,8 @@ class SequenceClassificationTask:
             "labels": torch.as_tensor(list(labels), dtype=torch.long),
         }
 
-    def base_model(self) -> nn.Module:
-        return copy.deepcopy(self._model)
-
-    def batches(self, batch_size: int, seed: int) -> Iterator[dict[str, torch.Tensor]]:
-        for idx in _batch_stream(len(self._train["labels"]), batch_size, seed):
-            yield _take(self._train, idx)
-
     def loss(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         return model(**batch).loss
-
-    def reference_batch(self) -> dict[str, torch.Tensor]:
-        return _take(self._train, slice(0, 64))
 
     @torch.no_grad()
     def evaluate(self, model: nn.Module) -> dict[str, float]:
