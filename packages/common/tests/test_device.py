@@ -78,3 +78,17 @@ def test_timer_counts_calls_and_orders_statistics():
     assert Timing((1.0, 2.0, 3.0, 10.0)).median_s == 2.5
     with pytest.raises(ValueError, match="repeat"):
         Timer(repeat=0)
+
+
+def test_stopwatch_laps_add_up_to_the_elapsed_time():
+    from paper_common import Stopwatch
+
+    watch = Stopwatch()
+    sum(range(100_000))
+    watch.lap("a")
+    sum(range(100_000))
+    watch.lap("b")
+    assert [r["stage"] for r in watch.laps] == ["a", "b"]
+    assert all(r["seconds"] >= 0 for r in watch.laps)
+    total = sum(r["seconds"] for r in watch.laps)
+    assert total <= watch.elapsed_s

@@ -28,6 +28,7 @@ _EXPORTS = {
     "seed_everything": "device",
     "peak_memory": "device",
     "Timer": "device",
+    "Stopwatch": "device",
     "bootstrap_ci": "stats",
     "cohens_d": "stats",
     "paired_comparison": "stats",
@@ -39,6 +40,7 @@ __all__ = [
     "SCALES",
     "Claim",
     "Report",
+    "Stopwatch",
     "Timer",
     "bootstrap_ci",
     "check_scale",
@@ -72,7 +74,7 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:
-    from paper_common.device import Timer, peak_memory, pick_device, seed_everything
+    from paper_common.device import Stopwatch, Timer, peak_memory, pick_device, seed_everything
     from paper_common.plotting import new_figure, save_figure
     from paper_common.reproduce import (
         SCALES,

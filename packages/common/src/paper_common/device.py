@@ -235,3 +235,31 @@ class Timer:
             self._sync()
             times.append(time.perf_counter() - start)
         return Timing(tuple(times))
+
+
+class Stopwatch:
+    """Wall-clock seconds of the consecutive stages of a run (a ``reproduce``, say).
+
+    ``lap(name)`` closes the stage that ends now; ``laps`` holds ``{"stage", "seconds"}`` rows ready
+    for ``Report.add_table``.
+
+    >>> watch = Stopwatch()
+    >>> watch.lap("setup")
+    >>> [row["stage"] for row in watch.laps]
+    ['setup']
+    """
+
+    def __init__(self) -> None:
+        self.start = time.perf_counter()
+        self._last = self.start
+        self.laps: list[dict[str, Any]] = []
+
+    def lap(self, stage: str) -> None:
+        now = time.perf_counter()
+        self.laps.append({"stage": stage, "seconds": now - self._last})
+        self._last = now
+
+    @property
+    def elapsed_s(self) -> float:
+        """Seconds since the stopwatch was made."""
+        return time.perf_counter() - self.start

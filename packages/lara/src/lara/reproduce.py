@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import math
 import os
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,7 +38,7 @@ from lara.efficiency import (
     plot_decoding,
     plot_efficiency,
 )
-from paper_common import Claim, Report, check_scale, new_figure, write_report
+from paper_common import Claim, Report, Stopwatch, check_scale, new_figure, write_report
 
 KERNELIZED = ("performer", "rfa", "cosformer", "linear", "nystrom", "lara", "lara++")
 CAUSAL_KERNELIZED = tuple(m for m in KERNELIZED if m != "nystrom")
@@ -151,19 +150,10 @@ def reproduce(
     check_scale(scale)
     cfg = SCALES[scale]
     torch.manual_seed(seed)
-    start = time.perf_counter()
+    watch = Stopwatch()
     report = Report(package="lara", title="Kernelized attention vs softmax/FlashAttention, and LARA++",
                     scale=scale, seed=seed)  # fmt: skip
     threads = torch.get_num_threads()
-    stages: list[dict[str, Any]] = []
-
-    def lap(stage: str) -> None:
-        stages.append(
-            {
-                "stage": stage,
-                "seconds": time.perf_counter() - start - sum(r["seconds"] for r in stages),
-            }
-        )
 
     # ---------------------------------------------------------------- 1. efficiency
     mods = _efficiency_methods(cfg.heads, cfg.head_dim, max(cfg.seq_lens))
@@ -217,7 +207,7 @@ def reproduce(
         f"beats naive softmax in {1 - naive_win:.0%} of pairs, SDPA in {1 - t_win:.0%}",
     ))  # fmt: skip
 
-    lap("efficiency sweeps")
+    watch.lap("efficiency sweeps")
 
     # ---------------------------------------------------------------- 2. decoding
     dec_mods = {k: v for k, v in mods.items() if k != "softmax (naive)"}
@@ -302,11 +292,11 @@ def reproduce(
         "samples, LARA 64 proposals (same number of random features)",
     ))  # fmt: skip
 
-    lap("distillation and quality")
+    watch.lap("distillation and quality")
 
     # ---------------------------------------------------------------- 4. estimator
     est = _estimator_rows(teacher, tok, probe, cfg)
-    lap("estimator check")
+    watch.lap("estimator check")
     report.add_table("estimator", est)
     fig, ax = new_figure(1, 1, size=(5.5, 4))
     for name in ("lara++", "lara", "performer"):
@@ -346,8 +336,8 @@ def reproduce(
     ax.tick_params(axis="x", rotation=30)
     ax.legend(fontsize=7)
     report.add_figure("quality", fig)
-    report.add_table("runtime", stages)
-    report.runtime_s = time.perf_counter() - start
+    report.add_table("runtime", watch.laps)
+    report.runtime_s = watch.elapsed_s
     if out_dir is not None:
         write_report(report, out_dir)
     return report

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import math
 import os
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,7 +36,7 @@ from lora_alpha.diagnostics import (
 from lora_alpha.sweep import PowerLawFit, SweepResult, fit_optimal_alpha, scaling_interaction, sweep
 from lora_alpha.tasks import ClassificationTask, KnowledgeInjectionTask, RegressionTask, Task
 from lora_alpha.train import finetune
-from paper_common import Claim, Report, check_scale, new_figure, write_report
+from paper_common import Claim, Report, Stopwatch, check_scale, new_figure, write_report
 
 SMALL_LR = 1e-4
 BASE_ALPHA = 16.0
@@ -156,14 +155,9 @@ def reproduce(
     check_scale(scale)
     cfg = SCALES[scale]
     torch.manual_seed(seed)
-    start = time.perf_counter()
+    watch = Stopwatch()
     report = Report(package="lora_alpha", title="LoRA-alpha: the scaling factor, not the learning rate",
                     scale=scale, seed=seed)  # fmt: skip
-    stages: list[dict[str, Any]] = []
-
-    def lap(stage: str) -> None:
-        done = sum(r["seconds"] for r in stages)
-        stages.append({"stage": stage, "seconds": time.perf_counter() - start - done})
 
     seeds = tuple(seed + s for s in cfg.seeds)
     reg = RegressionTask(**cfg.regression, seed=seed)
@@ -175,7 +169,7 @@ def reproduce(
             KnowledgeInjectionTask(world, cfg.cutoff, cfg.lm_steps, seed),
             ClassificationTask(world, cfg.lm_steps, cfg.cutoff, seed),
         ]
-    lap("tasks (fact LM)")
+    watch.lap("tasks (fact LM)")
 
     # ---------------------------------------------------------------- 1. alpha x rank, the law
     res = sweep(reg, cfg.alphas, (SMALL_LR,), cfg.ranks, seeds, cfg.sweep_steps, cfg.batch_size,
@@ -193,7 +187,7 @@ def reproduce(
     report.add_table("alpha_lr_surface", surface.table("loss"))
     report.add_figure("optimal_alpha", _plot_law(res, best, fit))
     report.add_figure("alpha_lr_surface", _plot_surface(surface, cfg.surface_rank))
-    lap("alpha x rank sweep")
+    watch.lap("alpha x rank sweep")
 
     # ---------------------------------------------------------------- 2. alpha vs lr, drift
     interaction: dict[str, list[dict[str, Any]]] = {}
@@ -207,7 +201,7 @@ def reproduce(
     rows = [{"task": t, **r} for t, rs in interaction.items() for r in rs]
     report.add_table("alpha_vs_lr", rows)
     report.add_figure("alpha_vs_lr", _plot_interaction(interaction))
-    lap("alpha vs lr")
+    watch.lap("alpha vs lr")
 
     # ---------------------------------------------------------------- 3. LoRA-alpha vs baselines
     compare: list[dict[str, Any]] = []
@@ -231,17 +225,17 @@ def reproduce(
                             f"score at lr {SMALL_LR:g}": run.score})  # fmt: skip
     report.add_table("lora_alpha_vs_tuned", compare)
     report.add_figure("lora_alpha_vs_tuned", _plot_compare(compare))
-    lap("LoRA-alpha vs tuned baselines")
+    watch.lap("LoRA-alpha vs tuned baselines")
 
     # ---------------------------------------------------------------- 4. diagnostics curves
     diag = _diagnostics(reg, cfg, seed)
     report.add_table("diagnostics", diag["rows"])
     report.add_figure("diagnostics", _plot_diagnostics(diag["curves"]))
-    lap("diagnostics")
+    watch.lap("diagnostics")
 
     _claims(report, fit, best, interaction, compare, [t.name for t in lm_tasks], cfg)
-    report.add_table("stages", stages)
-    report.runtime_s = time.perf_counter() - start
+    report.add_table("stages", watch.laps)
+    report.runtime_s = watch.elapsed_s
     if out_dir is not None:
         write_report(report, out_dir)
     return report
