@@ -1,0 +1,390 @@
+"""``python -m patch_distill reproduce``: the lambda sweep, the baselines, the diagnostics, the theory.
+
+For every model scale, base objective, lambda and seed: pretrain on :class:`SyntheticShapes`, then
+measure semantic abstraction (k-NN / linear probe on CLS and mean-pooled tokens), local evidence
+(ridge R^2 of a patch's own pixels and its own texture code), correspondence (shift / zoom / flip)
+and the dense probe; the same for MAE (and, at ``full``, latent prediction) and a random-init ViT.
+Then the population model: trained predictors against the closed form.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from scipy.stats import spearmanr
+
+from paper_common import Claim, Report, Stopwatch, check_scale, new_figure, write_report
+
+from .config import PretrainConfig
+from .data import ImageSet, SyntheticShapes, view_pair
+from .models import VIT_SCALES, ViTConfig
+
+METRICS = ("knn", "linear", "linear_pooled", "r2_pixels", "r2_code", "corr_shift", "corr_zoom",
+           "corr_flip", "corr_mean", "dense_acc", "dense_iou")  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Scale:
+    vits: dict[str, ViTConfig]
+    objectives: tuple[str, ...]
+    lambdas: tuple[float, ...]
+    baselines: tuple[str, ...]
+    n_pretrain: int
+    n_probe: int
+    n_test: int
+    steps: int
+    batch_size: int
+    lr: float
+    seeds: tuple[int, ...]
+    workers: int
+    theory_steps: int
+    n_classes: int = 4
+    momentum: tuple[float, float] = (0.96, 1.0)
+    koleo: tuple[tuple[str, float], ...] = (("dino", 0.1),)  # KoLeo weight per base objective
+    real_datasets: tuple[str, ...] = field(default_factory=tuple)
+
+
+SYNTHETIC = "synthetic_shapes"
+QUICK_VIT = ViTConfig(embed_dim=48, depth=3, num_heads=2)
+SCALES = {
+    "smoke": Scale({"quick": ViTConfig(embed_dim=32, depth=1, num_heads=2)}, ("dino",),
+                   (0.0, 1.0), ("mae", "random"), 64, 64, 40, 2, 16, 1e-3, (0, 1), 1, 50),
+    "quick": Scale({"quick": QUICK_VIT}, ("dino", "vicreg"), (0.0, 1.0, 2.0), ("mae", "random"),
+                   2048, 300, 200, 100, 32, 1.5e-3, (0, 1, 2), 2, 400),
+    # the whole grid at the two model scales; add CIFAR-10 / STL-10 from PATCH_DISTILL_DATA
+    "full": Scale(dict(VIT_SCALES), ("dino", "contrastive", "vicreg", "barlow"), (0.0, 0.5, 1.0, 2.0),
+                  ("mae", "latent", "random"), 50000, 5000, 2000, 20000, 256, 5e-4, (0, 1, 2), 1,
+                  3000, 6, (0.99, 1.0), (("dino", 0.1),), ("cifar10", "stl10")),
+}  # fmt: skip
+
+
+def _datasets(cfg: Scale, seed: int) -> dict[str, tuple[ImageSet, ImageSet, ImageSet]]:
+    """(pretrain, probe-train, test) per dataset; real ones only where their files are on disk."""
+    gen = SyntheticShapes(n_classes=cfg.n_classes)
+    out = {SYNTHETIC: (gen.sample(cfg.n_pretrain, 10_000 + seed),
+                                gen.sample(cfg.n_probe, 20_000 + seed), gen.sample(cfg.n_test, 30_000 + seed))}  # fmt: skip
+    root = os.environ.get("PATCH_DISTILL_DATA")
+    for name in cfg.real_datasets:
+        if root is None:
+            continue
+        from .data import torchvision_dataset
+
+        train = torchvision_dataset(name, os.path.join(root, name), "train", limit=cfg.n_pretrain)  # type: ignore[arg-type]
+        test = torchvision_dataset(name, os.path.join(root, name), "test", limit=cfg.n_test)  # type: ignore[arg-type]
+        out[name] = (train, train.subset(slice(0, cfg.n_probe)), test)
+    return out
+
+
+def _job(args: tuple[Any, ...]) -> dict[str, Any]:
+    """Pretrain one configuration and run every diagnostic (one worker process)."""
+    import torch
+
+    from .diagnostics import evaluate
+    from .models import build_vit, encode_tokens
+    from .train import pretrain
+
+    torch.set_num_threads(1)
+    vit_name, vit, method, lam, seed, cfg, data_name = args
+    pre, probe, test = _datasets(cfg, seed)[data_name]
+    t0 = time.perf_counter()
+    final_loss = math.nan
+    if method == "random":
+        torch.manual_seed(seed)
+        encoder = build_vit(vit)
+    else:
+        common = dict(vit=vit, steps=cfg.steps, batch_size=cfg.batch_size, lr=cfg.lr, seed=seed,
+                      momentum=cfg.momentum)  # fmt: skip
+        pc = (PretrainConfig.baseline(method, **common) if method in ("mae", "latent")
+              else PretrainConfig(objective=method, patch_weight=lam, koleo_weight=dict(cfg.koleo).get(method, 0.0),
+                                  **common))  # type: ignore[arg-type]  # fmt: skip
+        res = pretrain(pc, pre)
+        encoder = res.backbone
+        final_loss = res.history[-1]["loss"]
+    train_s = time.perf_counter() - t0
+    metrics = evaluate(encoder, probe, test)
+    row: dict[str, Any] = {"dataset": data_name, "vit": vit_name, "method": method, "lambda": lam,
+                           "seed": seed, **metrics, "final_loss": final_loss, "train_s": train_s,
+                           "eval_s": time.perf_counter() - t0 - train_s}  # fmt: skip
+    if seed == cfg.seeds[0]:  # patch tokens of two test images, for the similarity / matching plots
+        pair = view_pair(test.images[:2], "shift", 8, vit.patch_size)
+        _, pa = encode_tokens(encoder, pair.a)
+        _, pb = encode_tokens(encoder, pair.b)
+        row["_tokens"] = (pa.numpy(), pb.numpy())
+    return row
+
+
+def reproduce(
+    scale: str = "quick", seed: int = 0, out_dir: str | os.PathLike[str] | None = None
+) -> Report:
+    """Run the experiment at ``scale`` and return (and, with ``out_dir``, write) the report."""
+    check_scale(scale)
+    cfg = SCALES[scale]
+    watch = Stopwatch()
+    report = Report(package="patch_distill",
+                    title="Masked patch self-distillation: semantic abstraction vs local detail",
+                    scale=scale, seed=seed)  # fmt: skip
+    seeds = tuple(seed + s for s in cfg.seeds)
+    names = [SYNTHETIC] + [d for d in cfg.real_datasets if os.environ.get("PATCH_DISTILL_DATA")]
+    jobs = []
+    for s in seeds:
+        for data_name in names:
+            for vit_name, vit in cfg.vits.items():
+                jobs += [(vit_name, vit, obj, lam, s, cfg, data_name)
+                         for obj in cfg.objectives for lam in cfg.lambdas]  # fmt: skip
+                jobs += [(vit_name, vit, b, 0.0, s, cfg, data_name) for b in cfg.baselines]
+    jobs.sort(key=lambda j: j[2] == "random")  # long jobs first
+    if cfg.workers > 1:
+        import multiprocessing as mp
+        import sys
+
+        # fork shares the parent's imports (torch/timm/lightly take ~15 s to import here); the
+        # parent has run no torch op yet, so no thread pool is copied. Elsewhere, spawn.
+        method = "fork" if sys.platform == "linux" else "spawn"
+        import lightly.loss  # noqa: F401  (imported once here, shared by the forked workers)
+        import sklearn.linear_model
+        import sklearn.neighbors  # noqa: F401
+        import timm  # noqa: F401
+
+        with ProcessPoolExecutor(cfg.workers, mp_context=mp.get_context(method)) as pool:
+            runs = list(pool.map(_job, jobs))
+    else:
+        runs = [_job(j) for j in jobs]
+    watch.lap("pretrain + diagnostics")
+    tokens = {_key(r): r.pop("_tokens") for r in runs if "_tokens" in r}
+    tokens = {k: v for k, v in tokens.items() if k[0] == SYNTHETIC}
+    report.add_table("runs", [{k: v for k, v in r.items()} for r in runs])
+    summary = _summary(runs)
+    report.add_table("tradeoff", summary)
+    theory = _theory(cfg.theory_steps, seed)
+    report.add_table("theory", theory)
+    watch.lap("theory")
+    _claims(report, runs, summary, theory, cfg)
+    report.add_figure("tradeoff", _plot_tradeoff(summary, cfg))
+    report.add_figure("similarity", _plot_similarity(tokens, cfg))
+    report.add_figure("correspondence", _plot_correspondence(tokens, runs, cfg))
+    watch.lap("plots")
+    report.add_table("runtime", watch.laps)
+    report.runtime_s = watch.elapsed_s
+    if out_dir is not None:
+        write_report(report, out_dir)
+    return report
+
+
+def _key(r: dict[str, Any]) -> tuple[str, str, str, float]:
+    return r["dataset"], r["vit"], r["method"], r["lambda"]
+
+
+def _label(method: str, lam: float) -> str:
+    return method if method in ("mae", "latent", "random") else f"{method} λ={lam:g}"
+
+
+def _summary(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    rows = []
+    for key in dict.fromkeys(_key(r) for r in runs):
+        rs = [r for r in runs if _key(r) == key]
+        row: dict[str, Any] = {"dataset": key[0], "vit": key[1], "model": _label(key[2], key[3]),
+                               "method": key[2], "lambda": key[3], "n_seeds": len(rs)}  # fmt: skip
+        for m in METRICS:
+            vals = [r[m] for r in rs if m in r]
+            if vals:
+                row[m] = float(np.mean(vals))
+                row[f"{m}_sd"] = float(np.std(vals, ddof=1)) if len(vals) > 1 else 0.0
+        rows.append(row)
+    return rows
+
+
+def _theory(steps: int, seed: int) -> list[dict[str, Any]]:
+    from .theory import DiscretePopulation, GaussianPopulation, fit_discrete, fit_gaussian
+
+    rows = []
+    g, d = GaussianPopulation(seed=seed), DiscretePopulation(seed=seed)
+    for visible in (False, True):
+        view = "visible (unmasked)" if visible else "masked"
+        cf, fit = g.closed_form(visible), fit_gaussian(g, visible=visible, steps=steps, seed=seed)
+        for q in ("loss_floor", "retained_variance", "retained_unpredictable"):
+            measured = fit["loss" if q == "loss_floor" else q]
+            rows.append(
+                {
+                    "model": "gaussian",
+                    "view": view,
+                    "quantity": q,
+                    "closed_form": cf[q],
+                    "measured": measured,
+                }
+            )
+        cf, fit = d.closed_form(visible), fit_discrete(d, visible=visible, steps=steps, seed=seed)
+        for q in ("loss_floor", "averaged_out"):
+            measured = fit["loss" if q == "loss_floor" else q]
+            rows.append(
+                {
+                    "model": "discrete",
+                    "view": view,
+                    "quantity": q,
+                    "closed_form": cf[q],
+                    "measured": measured,
+                }
+            )
+    # error relative to the closed form; where that is 0, relative to the natural scale instead
+    # (target variance for the Gaussian, log K for the discrete model, 1 for a share)
+    natural = {"gaussian": g.closed_form()["target_variance"], "discrete": math.log(d.n_prototypes)}
+    for r in rows:
+        ref = abs(r["closed_form"]) or (
+            1.0 if r["quantity"] == "retained_unpredictable" else natural[r["model"]]
+        )
+        r["rel_error"] = abs(r["measured"] - r["closed_form"]) / ref
+    return rows
+
+
+def _claims(report: Report, runs: list[dict[str, Any]], summary: list[dict[str, Any]],
+            theory: list[dict[str, Any]], cfg: Scale) -> None:  # fmt: skip
+    mean = {(r["dataset"], r["vit"], r["method"], r["lambda"]): r for r in summary}
+    groups = sorted({(r["dataset"], r["vit"], r["method"]) for r in summary
+                     if r["method"] in cfg.objectives and r["dataset"] == SYNTHETIC})  # fmt: skip
+    pos = [lam for lam in cfg.lambdas if lam > 0]
+    n = len(cfg.seeds)
+    # 1. semantic probe with lambda > 0 at least that of lambda = 0
+    diffs = {(d, v, o, lam): mean[(d, v, o, lam)]["linear"] - mean[(d, v, o, 0.0)]["linear"]
+             for d, v, o in groups for lam in pos}  # fmt: skip
+    worst = min(diffs, key=diffs.get)  # type: ignore[arg-type]
+    report.add_claim(Claim.threshold(
+        "with the patch objective (lambda > 0) the linear-probe accuracy (CLS) is at least that of lambda = 0, "
+        "for every base objective and model scale",
+        f"min over objective, scale, lambda > 0 of acc(lambda) - acc(0), mean of {n} seeds",
+        diffs[worst], ">=", 0.0,
+        "; ".join(f"{o}/{v} λ={lam:g}: {x:+.3f}" for (_, v, o, lam), x in diffs.items())
+        + " (k-NN: " + ", ".join(f"{o} λ={lam:g} {mean[(d, v, o, lam)]['knn'] - mean[(d, v, o, 0.0)]['knn']:+.3f}"
+                                  for d, v, o in groups for lam in pos) + ")",
+    ))  # fmt: skip
+    # 2./3. local evidence and correspondence fall with lambda (Spearman over the sweep, all seeds)
+    for metric, what in (("r2_code", "local-evidence R^2 of the patch's own texture code"),
+                         ("corr_mean", "correspondence accuracy (mean of shift / zoom / flip)")):  # fmt: skip
+        rhos = {}
+        for d, v, o in groups:
+            rs = [r for r in runs if (r["dataset"], r["vit"], r["method"]) == (d, v, o)]
+            rho = spearmanr([r["lambda"] for r in rs], [r[metric] for r in rs]).statistic
+            rhos[(d, v, o)] = float(rho)
+        report.add_claim(Claim.threshold(
+            f"{what} falls as lambda grows, for every base objective and scale",
+            f"max over objective and scale of Spearman rho(lambda, {metric}) over {len(cfg.lambdas)} lambdas x {n} seeds",
+            max(rhos.values()), "<", 0.0,
+            "; ".join(f"{o}/{v}: rho = {x:+.2f}" for (_, v, o), x in rhos.items()) + "; means: "
+            + "; ".join(f"{o} " + "/".join(f"{mean[(d, v, o, lam)][metric]:.3f}" for lam in cfg.lambdas)
+                        for d, v, o in groups),
+        ))  # fmt: skip
+    # 4. MAE keeps more local evidence than every lambda > 0 model
+    margins = []
+    for d, v in sorted({(g[0], g[1]) for g in groups}):
+        mae = mean[(d, v, "mae", 0.0)]["r2_code"]
+        best = max(
+            mean[(d, v, o, lam)]["r2_code"]
+            for dd, vv, o in groups
+            if (dd, vv) == (d, v)
+            for lam in pos
+        )
+        margins.append((mae - best, mae, best))
+    m = min(margins)
+    report.add_claim(Claim.threshold(
+        "MAE keeps more local evidence (texture-code R^2) than every lambda > 0 model",
+        "MAE R^2 - best lambda > 0 R^2 (mean of seeds; min over scales)", m[0], ">", 0.0,
+        f"MAE {m[1]:.3f}, best λ>0 model {m[2]:.3f}; random-init ViT "
+        + ", ".join(f"{mean[(d, v, 'random', 0.0)]['r2_code']:.3f}" for d, v in sorted({(g[0], g[1]) for g in groups})),
+    ))  # fmt: skip
+    # 5. theory
+    err = max(r["rel_error"] for r in theory)
+    report.add_claim(Claim.threshold(
+        "the population model's measured loss floor, retained variance and averaged-out part match the closed form",
+        "max relative error over Gaussian / discrete x masked / visible quantities", err, "<", 0.05,
+        "; ".join(f"{r['model']} {r['view']} {r['quantity']}: {r['measured']:.3f} vs {r['closed_form']:.3f}"
+                  for r in theory),
+    ))  # fmt: skip
+
+
+def _plot_tradeoff(summary: list[dict[str, Any]], cfg: Scale):  # type: ignore[no-untyped-def]
+    panels = (("linear", "linear probe accuracy (CLS)"), ("r2_code", "texture-code R² (own patch)"),
+              ("corr_mean", "correspondence accuracy"))  # fmt: skip
+    fig, axes = new_figure(1, len(panels))
+    for ax, (metric, title) in zip(axes, panels, strict=True):
+        for d, v, o in sorted(
+            {
+                (r["dataset"], r["vit"], r["method"])
+                for r in summary
+                if r["method"] in cfg.objectives
+            }
+        ):
+            rs = sorted(
+                (r for r in summary if (r["dataset"], r["vit"], r["method"]) == (d, v, o)),
+                key=lambda r: r["lambda"],
+            )
+            ax.errorbar([r["lambda"] for r in rs], [r[metric] for r in rs], yerr=[r[f"{metric}_sd"] for r in rs],
+                        marker="o", capsize=3, label=f"{o} ({v})")  # fmt: skip
+        for b, style in (("mae", "--"), ("latent", "-."), ("random", ":")):
+            for r in (r for r in summary if r["method"] == b and r["dataset"] == SYNTHETIC):
+                ax.axhline(r[metric], ls=style, color="grey", lw=1)
+                ax.annotate(
+                    b,
+                    (max(cfg.lambdas), r[metric]),
+                    fontsize=7,
+                    color="grey",
+                    ha="right",
+                    va="bottom",
+                )
+        ax.set_xlabel("patch-loss weight λ")
+        ax.set_title(title, fontsize=9)
+    axes[0].legend(fontsize=7)
+    return fig
+
+
+def _plot_similarity(tokens: dict[Any, Any], cfg: Scale):  # type: ignore[no-untyped-def]
+    keys = sorted(tokens, key=lambda k: (k[2] == "random", k[2] == "mae", k[2], k[3]))
+    fig, axes = new_figure(1, len(keys), size=(1.9 * len(keys), 2.2))
+    axes = np.atleast_1d(axes)
+    for ax, key in zip(axes, keys, strict=True):
+        pa = tokens[key][0][0]  # first image, view A, (P, D)
+        g = round(math.sqrt(pa.shape[0]))
+        x = pa / (np.linalg.norm(pa, axis=1, keepdims=True) + 1e-8)
+        q = (g // 2) * g + g // 2
+        ax.imshow((x @ x[q]).reshape(g, g), cmap="viridis")  # own colour range: contrast, not level
+        ax.plot(q % g, q // g, "r+", ms=8)
+        ax.set_title(_label(key[2], key[3]), fontsize=8)
+        ax.set_xticks([])
+        ax.set_yticks([])
+    fig.suptitle("cosine similarity to the query patch (+), one test image", fontsize=9)
+    return fig
+
+
+def _plot_correspondence(tokens: dict[Any, Any], runs: list[dict[str, Any]], cfg: Scale):  # type: ignore[no-untyped-def]
+    """Matches of every patch of view A in the 8-pixel-shifted view B: green = within one patch."""
+    import torch
+
+    from .data import chebyshev_hits
+
+    top = max(cfg.lambdas)
+    keys = sorted((k for k in tokens if k[2] in ("mae", "latent") or (k[2] in cfg.objectives and k[3] in (0.0, top))),
+                  key=lambda k: (k[2] in ("mae", "latent"), k[2], k[3]))  # fmt: skip
+    fig, axes = new_figure(1, len(keys), size=(2.4 * len(keys), 2.6))
+    axes = np.atleast_1d(axes)
+    for ax, key in zip(axes, keys, strict=True):
+        pa, pb = (torch.tensor(t[:1]) for t in tokens[key])
+        g = round(math.sqrt(pa.shape[1]))
+        ps = cfg.vits[key[1]].patch_size
+        pair = view_pair(torch.zeros(1, 3, g * ps, g * ps), "shift", 8, ps)
+        a = torch.nn.functional.normalize(pa[0][pair.valid], dim=-1)
+        b = torch.nn.functional.normalize(pb[0], dim=-1)
+        nn_idx = (a @ b.T).argmax(-1)
+        pred = torch.stack([nn_idx // g, nn_idx % g], -1)
+        hit = chebyshev_hits(pred, pair.target[pair.valid])
+        src = pair.target[pair.valid]
+        for (r0, c0), (r1, c1), h in zip(src.tolist(), pred.tolist(), hit.tolist(), strict=True):
+            ax.plot([c0, c1], [r0, r1], color="tab:green" if h else "tab:red", lw=0.6, alpha=0.7)
+        ax.set_xlim(-0.5, g - 0.5)
+        ax.set_ylim(g - 0.5, -0.5)
+        ax.set_title(f"{_label(key[2], key[3])}: {float(hit.float().mean()):.2f}", fontsize=8)
+        ax.set_aspect("equal")
+    fig.suptitle("shift-by-2-patches matches (true cell -> matched cell), one image", fontsize=9)
+    return fig
