@@ -29,11 +29,17 @@ def _np(x: torch.Tensor | np.ndarray) -> np.ndarray:
     return x.detach().cpu().numpy() if isinstance(x, torch.Tensor) else np.asarray(x)
 
 
-def _check_xy(x: np.ndarray, y: np.ndarray, what: str) -> None:
-    if x.ndim != 2 or y.ndim != 1 or len(x) != len(y):
-        raise ValueError(
-            f"{what}: features must be (n, dim) and labels (n,), got {x.shape} and {y.shape}"
-        )
+def _probe_arrays(
+    what: str, *arrays: torch.Tensor | np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(train_x, train_y, test_x, test_y) as numpy, each pair checked as (n, dim) and (n,)."""
+    xtr, ytr, xte, yte = map(_np, arrays)
+    for split, x, y in (("train", xtr, ytr), ("test", xte, yte)):
+        if x.ndim != 2 or y.ndim != 1 or len(x) != len(y):
+            raise ValueError(
+                f"{what} {split}: features must be (n, dim) and labels (n,), got {x.shape} and {y.shape}"
+            )
+    return xtr, ytr, xte, yte
 
 
 def knn_accuracy(
@@ -43,9 +49,7 @@ def knn_accuracy(
     """Cosine k-NN classification accuracy (scikit-learn), majority vote over ``k`` neighbours."""
     from sklearn.neighbors import KNeighborsClassifier
 
-    xtr, ytr, xte, yte = map(_np, (train_x, train_y, test_x, test_y))
-    _check_xy(xtr, ytr, "knn_accuracy train")
-    _check_xy(xte, yte, "knn_accuracy test")
+    xtr, ytr, xte, yte = _probe_arrays("knn_accuracy", train_x, train_y, test_x, test_y)
     clf = KNeighborsClassifier(n_neighbors=min(k, len(xtr)), metric="cosine").fit(xtr, ytr)
     return float(clf.score(xte, yte))
 
@@ -59,9 +63,7 @@ def linear_probe_accuracy(
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import StandardScaler
 
-    xtr, ytr, xte, yte = map(_np, (train_x, train_y, test_x, test_y))
-    _check_xy(xtr, ytr, "linear_probe_accuracy train")
-    _check_xy(xte, yte, "linear_probe_accuracy test")
+    xtr, ytr, xte, yte = _probe_arrays("linear_probe_accuracy", train_x, train_y, test_x, test_y)
     clf = make_pipeline(StandardScaler(), LogisticRegression(C=C, max_iter=2000))
     return float(clf.fit(xtr, ytr).score(xte, yte))
 

@@ -150,10 +150,13 @@ class JointEmbedding(nn.Module):
             for g, m in zip(globals_, masks or [None] * len(globals_), strict=True)  # type: ignore[list-item]
         ]
         s_cls = [t[:, 0] for t in s_tokens]
+        t_tokens: list[torch.Tensor] = []
+        if c.objective == "dino" or use_patch:  # the teacher sees the unmasked global views
+            with torch.no_grad():
+                t_tokens = [self.teacher.encode(g) for g in globals_]
         out: dict[str, torch.Tensor] = {}
         if c.objective == "dino":
             with torch.no_grad():
-                t_tokens = [self.teacher.encode(g) for g in globals_]
                 t_logits = [self.teacher_cls_head(t[:, 0]) for t in t_tokens]
             local_cls = [self.student.encode(x)[:, 0] for x in locals_]
             s_logits = [self.cls_head(x) for x in s_cls + local_cls]
@@ -161,9 +164,6 @@ class JointEmbedding(nn.Module):
         else:
             z = [self.cls_head(x) for x in s_cls]
             out["base"] = self.base_loss(z[0], z[1])
-            if use_patch:
-                with torch.no_grad():
-                    t_tokens = [self.teacher.encode(g) for g in globals_]
         total = out["base"]
         if use_patch:
             terms = []

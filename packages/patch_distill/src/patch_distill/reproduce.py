@@ -158,7 +158,7 @@ def reproduce(
     watch.lap("pretrain + diagnostics")
     tokens = {_key(r): r.pop("_tokens") for r in runs if "_tokens" in r}
     tokens = {k: v for k, v in tokens.items() if k[0] == SYNTHETIC}
-    report.add_table("runs", [{k: v for k, v in r.items()} for r in runs])
+    report.add_table("runs", runs)
     summary = _summary(runs)
     report.add_table("tradeoff", summary)
     theory = _theory(cfg.theory_steps, seed)
