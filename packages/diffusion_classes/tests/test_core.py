@@ -1,0 +1,93 @@
+import math
+
+import pytest
+import torch
+
+from diffusion_classes.mixture import GaussianMixture, delta, empirical_score
+from diffusion_classes.random_features import RandomFeatures, dsm_quadratic
+from diffusion_classes.sampling import copy_fraction, sample
+
+
+def _mix():
+    means = torch.tensor([[2.0, 0.0, 0.0], [-1.0, 1.0, 0.5]])
+    return GaussianMixture(
+        means, torch.tensor([[0.5, 1.0, 2.0], [1.5, 1.5, 1.5]]), torch.tensor([0.3, 0.7])
+    )
+
+
+@pytest.mark.parametrize("t", [0.0, 0.1, 1.0])
+def test_exact_score_equals_autograd_of_log_density(t):
+    g = _mix()
+    x = torch.randn(20, 3, dtype=torch.float64, requires_grad=True)
+    (grad,) = torch.autograd.grad(g.log_prob(x, t).sum(), x)
+    assert torch.allclose(g.score(x.detach(), t), grad, atol=1e-10)
+
+
+def test_empirical_score_is_the_score_of_the_noised_training_set():
+    train = torch.randn(5, 3, dtype=torch.float64)
+    t = 0.3
+    # the noised empirical law is a mixture of n equal Gaussians with variance Delta_t
+    g = GaussianMixture(
+        math.exp(-t) * train, delta(t).repeat(5), torch.full((5,), 0.2, dtype=torch.float64)
+    )
+    x = torch.randn(7, 3, dtype=torch.float64)
+    assert torch.allclose(empirical_score(x, t, train), g.score(x), atol=1e-10)
+
+
+def test_noised_mixture_moments_match_the_forward_process():
+    g = _mix()
+    x0, _ = g.sample(200000, seed=1)
+    t = 0.5
+    xt = math.exp(-t) * x0 + delta(t).sqrt() * torch.randn(
+        x0.shape, dtype=torch.float64, generator=torch.Generator().manual_seed(2)
+    )
+    n = g.noised(t)
+    mean = (n.weights[:, None] * n.means).sum(0)
+    assert torch.allclose(xt.mean(0), mean, atol=0.02)
+
+
+def test_sde_and_ode_samplers_recover_a_gaussian_variance():
+    g = GaussianMixture(torch.zeros(1, 1), torch.tensor([2.5]), torch.tensor([1.0]))
+    for method in ("sde", "ode"):
+        xs = sample(g.score, 4000, 1, t_max=6.0, t_min=1e-3, steps=300, method=method, seed=0)
+        assert xs.var().item() == pytest.approx(2.5, rel=0.08)
+
+
+def test_copy_metric_on_constructed_points():
+    train = torch.tensor([[0.0, 0.0], [10.0, 0.0], [0.0, 10.0]])
+    samples = torch.tensor([[0.1, 0.0], [5.0, 0.0], [0.0, 9.0]])
+    assert copy_fraction(samples, train).tolist() == [True, False, True]
+
+
+def test_bad_mixture_input():
+    with pytest.raises(ValueError, match="> 0"):
+        GaussianMixture(torch.zeros(2, 3), torch.tensor([1.0, 0.0]), torch.tensor([0.5, 0.5]))
+    with pytest.raises(ValueError, match="sum to 1"):
+        GaussianMixture(torch.zeros(2, 3), torch.tensor([1.0, 1.0]), torch.tensor([0.5, 0.6]))
+    with pytest.raises(ValueError, match="d mismatch"):
+        GaussianMixture(torch.zeros(2, 3), torch.ones(2, 4), torch.tensor([0.5, 0.5]))
+    with pytest.raises(ValueError, match=r"\(n, 3\)"):
+        _mix().score(torch.zeros(4, 2))
+
+
+def test_gradient_flow_closed_form_matches_gradient_descent():
+    rf = RandomFeatures.gaussian(d=4, p=12, seed=0)
+    train, _ = _mix_4d().sample(30, seed=0)
+    q = dsm_quadratic(rf, train, t=0.5, n_noise=4)
+    lam, vec = q.spectrum()
+    assert torch.allclose(vec @ torch.diag(lam) @ vec.T, q.U, atol=1e-10)
+    A = torch.zeros(4, 12, dtype=torch.float64)
+    lr, steps = 5.0, 400
+    for _ in range(steps):
+        A = A - lr * q.grad(A)
+    exact = q.flow(torch.zeros(4, 12, dtype=torch.float64), torch.tensor([lr * steps]))[0]
+    assert torch.allclose(A, exact, atol=2e-3 * exact.abs().max())
+    assert q.value(q.optimum()) <= q.value(A) + 1e-12
+
+
+def _mix_4d():
+    return GaussianMixture(
+        torch.tensor([[1.0, 0, 0, 0], [-1.0, 0, 0, 0]]),
+        torch.tensor([0.5, 2.0]),
+        torch.tensor([0.5, 0.5]),
+    )
