@@ -1,3 +1,4 @@
+import itertools
 import math
 
 import pytest
@@ -91,3 +92,22 @@ def _mix_4d():
         torch.tensor([0.5, 2.0]),
         torch.tensor([0.5, 0.5]),
     )
+
+
+def test_one_class_bonnaire_scaling_tau_mem_grows_with_n_tau_gen_does_not():
+    import numpy as np
+
+    from diffusion_classes.dynamics import class_curves
+
+    g = GaussianMixture(torch.zeros(1, 8), torch.tensor([1.0]), torch.tensor([1.0]))
+    rf = RandomFeatures.gaussian(d=8, p=256, seed=0)
+    taus = np.logspace(0, 8, 80)
+    gen, mem = [], []
+    for n in (16, 32, 64, 128, 256):
+        x, y = g.sample(n, seed=n)
+        cc = class_curves(rf, g, x, y, t=0.1, taus=taus)
+        gen.append(cc.tau_gen[0])
+        mem.append(cc.tau_mem[0])
+    assert all(b > a for a, b in itertools.pairwise(mem))  # tau_mem rises with n
+    assert mem[-1] / mem[0] > 8  # roughly linearly: 16x the data
+    assert max(gen) / min(gen) < 1.5  # tau_gen stays put

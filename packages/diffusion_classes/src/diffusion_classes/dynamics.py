@@ -88,7 +88,7 @@ class ClassCurves:
 
 def class_curves(
     rf: RandomFeatures, mixture: GaussianMixture, train: torch.Tensor, labels: torch.Tensor, t: float,
-    taus: np.ndarray, n_noise: int = 8, gen_tol: float = 0.05, mem_tol: float = 0.02, seed: int = 0,
+    taus: np.ndarray, n_noise: int = 32, gen_tol: float = 0.05, mem_tol: float = 0.02, seed: int = 0,
 ) -> ClassCurves:  # fmt: skip
     """Exact-flow curves per class from ``A_0 = 0`` with the loss on all of ``train``."""
     q = dsm_quadratic(rf, train, t, n_noise, seed)
