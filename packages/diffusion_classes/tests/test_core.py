@@ -111,3 +111,15 @@ def test_one_class_bonnaire_scaling_tau_mem_grows_with_n_tau_gen_does_not():
     assert all(b > a for a, b in itertools.pairwise(mem))  # tau_mem rises with n
     assert mem[-1] / mem[0] > 8  # roughly linearly: 16x the data
     assert max(gen) / min(gen) < 1.5  # tau_gen stays put
+
+
+def test_class_spectrum_decomposes_the_eigenvalues():
+    from diffusion_classes.random_features import class_spectrum
+
+    rf = RandomFeatures.gaussian(d=4, p=16, seed=1)
+    x, y = _mix_4d().sample(40, seed=0)
+    cs = class_spectrum(rf, x, y, t=0.5, n_noise=4)
+    q = dsm_quadratic(rf, x, t=0.5, n_noise=4)
+    assert torch.allclose(cs.eigenvalues, torch.linalg.eigvalsh(q.U), atol=1e-10)  # same draws
+    assert torch.allclose(cs.shares.sum(1), torch.ones(16, dtype=torch.float64))
+    assert (cs.shares >= 0).all()

@@ -117,3 +117,62 @@ def dsm_quadratic(
     phi = rf.features(math.exp(-t) * x + math.sqrt(dl) * z)
     m = x.shape[0]
     return QuadraticLoss(phi.T @ phi / m, phi.T @ z / m, dl, rf.d, rf.p)
+
+
+@dataclass(frozen=True)
+class ClassSpectrum:
+    """Eigen-decomposition of ``U`` with the share of each eigenvalue owed to each class.
+
+    ``U = sum_c (n_c / n) U_c`` with ``U_c`` the feature covariance of class ``c``'s noised points, so
+    ``lambda_k = sum_c (n_c / n) v_k^T U_c v_k``; ``shares[k, c]`` is that term over ``lambda_k``.
+    """
+
+    eigenvalues: torch.Tensor
+    eigenvectors: torch.Tensor
+    shares: torch.Tensor
+    delta: float
+    d: int
+    p: int
+
+    def relaxation_times(self) -> torch.Tensor:
+        """Gradient-flow time constant of every mode, ``d p / (2 Delta lambda_k)``."""
+        return self.d * self.p / (2 * self.delta * self.eigenvalues.clamp_min(1e-300))
+
+    def class_time(self, c: int, quantile: float = 0.5) -> float:
+        """A class's characteristic time (our proxy, not the paper's formula): the ``quantile`` of
+        the mode relaxation times weighted by the class's shares."""
+        times, w = self.relaxation_times(), self.shares[:, c].clamp_min(0)
+        order = torch.argsort(times)
+        cum = torch.cumsum(w[order], 0) / w.sum()
+        return float(
+            times[order][int(torch.searchsorted(cum, torch.tensor(quantile, dtype=cum.dtype)))]
+        )
+
+
+def class_spectrum(
+    rf: RandomFeatures,
+    train: torch.Tensor,
+    labels: torch.Tensor,
+    t: float,
+    n_noise: int = 32,
+    seed: int = 0,
+) -> ClassSpectrum:
+    """The spectrum of ``U`` at time ``t`` and its decomposition into class-attributable parts."""
+    train = torch.as_tensor(train, dtype=DTYPE)
+    labels = torch.as_tensor(labels)
+    if labels.shape != (train.shape[0],):
+        raise ValueError("labels must be (n,) for train (n, d)")
+    gen = torch.Generator().manual_seed(seed)
+    dl = float(delta(t))
+    x = train.repeat(n_noise, 1)
+    lab = labels.repeat(n_noise)
+    phi = rf.features(
+        math.exp(-t) * x + math.sqrt(dl) * torch.randn(x.shape, generator=gen, dtype=DTYPE)
+    )
+    m = x.shape[0]
+    lam, vec = torch.linalg.eigh(phi.T @ phi / m)
+    classes = torch.unique(labels)
+    proj = phi @ vec  # (m, p): coordinates in U's eigenbasis
+    parts = torch.stack([(proj[lab == c] ** 2).sum(0) / m for c in classes], 1)  # (p, C)
+    shares = parts / parts.sum(1, keepdim=True)
+    return ClassSpectrum(lam, vec, shares, dl, rf.d, rf.p)
