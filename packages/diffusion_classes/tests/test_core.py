@@ -123,3 +123,19 @@ def test_class_spectrum_decomposes_the_eigenvalues():
     assert torch.allclose(cs.eigenvalues, torch.linalg.eigvalsh(q.U), atol=1e-10)  # same draws
     assert torch.allclose(cs.shares.sum(1), torch.ones(16, dtype=torch.float64))
     assert (cs.shares >= 0).all()
+
+
+def test_cloning_speciation_time_matches_half_log_lambda():
+    from diffusion_classes.sampling import cloning_curve, speciation_time
+
+    d = 8
+    mu = torch.zeros(2, d)
+    mu[0, 0], mu[1, 0] = 5.0, -5.0  # covariance top eigenvalue Lambda = 1 + 25
+    g = GaussianMixture(mu, torch.tensor([1.0, 1.0]), torch.tensor([0.5, 0.5]))
+    out = cloning_curve(
+        g.score, lambda x: g.posterior(x).argmax(1), d, torch.linspace(0.5, 3.5, 13), n_traj=300
+    )
+    assert out["p_same"][0] < 0.65
+    assert out["p_same"][-1] > 0.95
+    ts = speciation_time(out["stops"], out["p_same"], baseline=0.5)
+    assert ts == pytest.approx(0.5 * math.log(26.0), rel=0.15)

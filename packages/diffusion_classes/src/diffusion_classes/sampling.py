@@ -67,3 +67,68 @@ def copy_fraction(samples: torch.Tensor, train: torch.Tensor, ratio: float = 1 /
     dist = torch.cdist(samples.double(), train.double())
     two = dist.topk(2, dim=1, largest=False).values
     return two[:, 0] / two[:, 1].clamp_min(1e-300) < ratio
+
+
+def cloning_curve(
+    score: ScoreFn,
+    classify: Callable[[torch.Tensor], torch.Tensor],
+    d: int,
+    stops: list[float] | torch.Tensor,
+    n_traj: int = 500,
+    n_clones: int = 2,
+    t_max: float = 6.0,
+    t_min: float = 1e-3,
+    steps_per_unit: int = 60,
+    seed: int = 0,
+) -> dict[str, torch.Tensor]:
+    """Speciation by cloning (Biroli et al. 2024): run backward trajectories to each stop ``t_s``,
+    continue ``n_clones`` copies of every state with independent noise down to ``t_min``, classify
+    the end points, and measure how often all clones land in the same class.
+
+    Returns ``stops`` (decreasing), ``p_same`` ``(S,)`` and ``p_same_by_class`` ``(S, C)`` (a
+    trajectory's class = its first clone's class; NaN where a class never occurs).
+    """
+    if n_clones < 2:
+        raise ValueError("need n_clones >= 2")
+    stops_t = torch.sort(torch.as_tensor(stops, dtype=torch.float64), descending=True).values
+    if not (t_min < stops_t[-1] and stops_t[0] < t_max):
+        raise ValueError("stops must lie strictly between t_min and t_max")
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randn(n_traj, d, generator=gen, dtype=torch.float64)
+    t_now = t_max
+    same, by_class = [], []
+    for ts in stops_t.tolist():
+        n_steps = max(1, math.ceil((t_now - ts) * steps_per_unit))
+        x = integrate_backward(
+            score, x, torch.linspace(t_now, ts, n_steps + 1, dtype=torch.float64), "sde", gen
+        )
+        t_now = ts
+        clones = x.repeat(n_clones, 1)
+        down = time_grid(ts, t_min, max(1, math.ceil(ts * steps_per_unit) + 20))
+        ends = integrate_backward(score, clones, down, "sde", gen)
+        cls = classify(ends).reshape(n_clones, n_traj)
+        agree = (cls == cls[0]).all(0)
+        same.append(agree.double().mean())
+        n_cls = int(cls.max()) + 1
+        by_class.append(torch.stack([agree[cls[0] == c].double().mean() if (cls[0] == c).any()
+                                     else torch.tensor(math.nan, dtype=torch.float64) for c in range(n_cls)]))  # fmt: skip
+    width = max(len(b) for b in by_class)
+    by = torch.full((len(by_class), width), math.nan, dtype=torch.float64)
+    for i, b in enumerate(by_class):
+        by[i, : len(b)] = b
+    return {"stops": stops_t, "p_same": torch.stack(same), "p_same_by_class": by}
+
+
+def speciation_time(stops: torch.Tensor, p_same: torch.Tensor, baseline: float) -> float:
+    """Largest stop time at which ``p_same`` is still above the midpoint between the
+    independent-clones baseline (``sum_c w_c^2``) and 1, linearly interpolated; NaN if never."""
+    level = (1 + baseline) / 2
+    order = torch.argsort(stops)  # increasing time: p_same decreases from ~1 to baseline
+    t, p = stops[order], p_same[order]
+    below = (p < level).nonzero()
+    if len(below) == 0 or int(below[0]) == 0:
+        return math.nan
+    i = int(below[0])
+    a, b = float(p[i - 1]), float(p[i])
+    frac = (a - level) / (a - b) if a != b else 0.0
+    return float(t[i - 1] + frac * (t[i] - t[i - 1]))
