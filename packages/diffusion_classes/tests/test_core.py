@@ -139,3 +139,30 @@ def test_cloning_speciation_time_matches_half_log_lambda():
     assert out["p_same"][-1] > 0.95
     ts = speciation_time(out["stops"], out["p_same"], baseline=0.5)
     assert ts == pytest.approx(0.5 * math.log(26.0), rel=0.15)
+
+
+def test_quadratic_loss_matches_autograd_and_adam_reaches_the_optimum():
+    rf = RandomFeatures.gaussian(d=4, p=10, seed=3)
+    train, _ = _mix_4d().sample(25, seed=1)
+    t, n_noise = 0.3, 5
+    q = dsm_quadratic(rf, train, t, n_noise, seed=4)
+    # the same noise draws as dsm_quadratic, loss written directly on the score model
+    gen = torch.Generator().manual_seed(4)
+    x = train.repeat(n_noise, 1)
+    z = torch.randn(x.shape, generator=gen, dtype=torch.float64)
+    xt = math.exp(-t) * x + delta(t).sqrt() * z
+    A = (0.1 * torch.randn(4, 10, dtype=torch.float64)).requires_grad_()
+    loss = ((delta(t).sqrt() * rf.score(A, xt) + z) ** 2).sum(1).mean() / 4
+    (g,) = torch.autograd.grad(loss, A)
+    # the closed form keeps the constant E|z|^2 = d at its expectation
+    const = ((z**2).sum(1).mean().item() - 4) / 4
+    assert loss.item() == pytest.approx(q.value(A.detach()) + const, rel=1e-10)
+    assert torch.allclose(g, q.grad(A.detach()), atol=1e-10)
+    A = torch.zeros(4, 10, dtype=torch.float64, requires_grad=True)
+    opt = torch.optim.Adam([A], lr=0.1)
+    for _ in range(1500):
+        opt.zero_grad()
+        loss = ((delta(t).sqrt() * rf.score(A, xt) + z) ** 2).sum(1).mean() / 4
+        loss.backward()
+        opt.step()
+    assert loss.item() == pytest.approx(q.value(q.optimum()) + const, abs=1e-4)

@@ -60,7 +60,10 @@ class RandomFeatures:
 
 @dataclass(frozen=True)
 class QuadraticLoss:
-    """The DSM loss at time ``t`` as ``(U, V, Delta)``, from ``n_noise`` draws per training point."""
+    """The DSM loss at time ``t`` as ``(U, V, Delta)``, from ``n_noise`` draws per training point.
+
+    The constant term ``E |z|^2`` is kept at its expectation ``d``, so ``value`` differs from the
+    sample loss on the same draws by a constant (gradients and the optimum are exact)."""
 
     U: torch.Tensor
     V: torch.Tensor
@@ -137,16 +140,6 @@ class ClassSpectrum:
     def relaxation_times(self) -> torch.Tensor:
         """Gradient-flow time constant of every mode, ``d p / (2 Delta lambda_k)``."""
         return self.d * self.p / (2 * self.delta * self.eigenvalues.clamp_min(1e-300))
-
-    def class_time(self, c: int, quantile: float = 0.5) -> float:
-        """A class's characteristic time (our proxy, not the paper's formula): the ``quantile`` of
-        the mode relaxation times weighted by the class's shares."""
-        times, w = self.relaxation_times(), self.shares[:, c].clamp_min(0)
-        order = torch.argsort(times)
-        cum = torch.cumsum(w[order], 0) / w.sum()
-        return float(
-            times[order][int(torch.searchsorted(cum, torch.tensor(quantile, dtype=cum.dtype)))]
-        )
 
 
 def class_spectrum(

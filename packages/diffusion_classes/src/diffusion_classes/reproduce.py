@@ -1,0 +1,538 @@
+"""``python -m diffusion_classes reproduce``: class-dependent times in the random-features model,
+speciation under imbalance, and the U-Net on imbalanced digits.
+
+Jobs (one worker each, all seeds): the homogeneous one-class null model over ``n``; the variance
+sweep at balanced sampling; the centroid sweep next to a variance sweep; the imbalance sweep with
+the high-variance class made the minority; cloning with the exact score on a three-class mixture
+with one minority class; and a diffusers U-Net trained on imbalanced digits.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from scipy.stats import spearmanr
+
+from paper_common import Claim, Report, Stopwatch, check_scale, new_figure, write_report
+
+
+@dataclass(frozen=True)
+class Scale:
+    d: int
+    p: int
+    n: int
+    t: float
+    n_taus: int
+    n_noise: int
+    ratios: tuple[float, ...]  # variance ratios of the balanced sweep
+    centroid_norms: tuple[float, ...]
+    variances: tuple[float, ...]  # the variance sweep the centroid sweep is compared with
+    imbalance_ratios: tuple[float, ...]
+    minority: tuple[float, ...]
+    null_ns: tuple[int, ...]
+    clone_weight: float
+    clone_distance2: float
+    n_traj: int
+    unet_steps: int
+    unet_classes: tuple[int, ...]
+    unet_n_max: int
+    unet_ratio: float
+    unet_channels: tuple[int, ...]
+    unet_seeds: int
+    seeds: tuple[int, ...]
+    workers: int
+    gen_tol: float = 0.05
+    mem_tol: float = 0.02
+    unet_mem_tol: float = 0.1
+    fashion: bool = False
+
+
+SCALES = {
+    "smoke": Scale(8, 64, 64, 0.1, 12, 4, (4.0,), (1.0, 2.0), (1.0, 2.0), (4.0,), (0.5, 0.1),
+                   (32, 64), 0.1, 32.0, 60, 20, (0, 1), 10, 1.0, (8, 16), 1, (0,), 1),
+    "quick": Scale(16, 256, 256, 0.1, 32, 24, (1.5, 2.0, 4.0, 8.0), (0.5, 1.0, 2.0, 3.0),
+                   (0.5, 1.0, 2.0, 4.0), (1.5, 4.0), (0.5, 0.2, 0.05, 0.02, 0.01),
+                   (32, 64, 128, 256), 0.04, 32.0, 2000, 1000, tuple(range(10)), 40, 2.0, (16, 32),
+                   3, (0, 1, 2), 2),
+    # the paper's setting is larger: d in the hundreds, Fashion-MNIST (DIFFUSION_CLASSES_DATA)
+    "full": Scale(100, 1600, 1000, 0.1, 60, 64, (1.25, 1.5, 2.0, 4.0, 8.0),
+                  (0.5, 1.0, 2.0, 4.0, 8.0), (0.5, 1.0, 2.0, 4.0, 8.0), (1.25, 1.5, 2.0, 4.0),
+                  (0.5, 0.3, 0.2, 0.1, 0.05, 0.02, 0.01, 0.005), (250, 500, 1000, 2000, 4000),
+                  0.02, 64.0, 4000, 20000, tuple(range(10)), 600, 4.0, (32, 64, 64), 3, (0, 1, 2),
+                  1, fashion=True),
+}  # fmt: skip
+
+
+def _two_class(cfg: Scale, seed: int, var1: float, norm1: float, w1: float):  # type: ignore[no-untyped-def]
+    """Class 0: variance 1 at ``-u``; class 1: variance ``var1`` at ``norm1 * u`` (random unit u)."""
+    import torch
+
+    from .mixture import GaussianMixture
+
+    u = torch.randn(cfg.d, generator=torch.Generator().manual_seed(10_000 + seed),
+                    dtype=torch.float64)  # fmt: skip
+    u = u / u.norm()
+    return GaussianMixture.isotropic(torch.stack([-u, norm1 * u]), [1.0, var1], [1 - w1, w1])
+
+
+def _rf_job(cfg: Scale, kind: str, seed: int, value: float, extra: float = 1.0) -> dict[str, Any]:
+    import torch
+
+    from .dynamics import class_curves
+    from .mixture import GaussianMixture
+    from .random_features import RandomFeatures
+    from .theory import predict_timescales
+
+    taus = np.geomspace(10, 1e6 if kind != "null" else 3e6, cfg.n_taus)
+    rf = RandomFeatures.gaussian(cfg.d, cfg.p, seed=seed)
+    if kind == "null":
+        mix = GaussianMixture.isotropic(torch.zeros(1, cfg.d, dtype=torch.float64), [1.0], [1.0])
+        counts = [int(value)]
+    else:
+        var1, norm1, w1 = {"variance": (value, 1.0, 0.5), "centroid": (2.0, value, 0.5),
+                           "centroid_variance": (value, 1.0, 0.5),
+                           "imbalance": (extra, 1.0, value)}[kind]  # fmt: skip
+        mix = _two_class(cfg, seed, var1, norm1, w1)
+        n1 = max(2, round(cfg.n * w1))
+        counts = [cfg.n - n1, n1]
+    x = torch.cat([mix.sample_class(c, k, 100 * seed + c) for c, k in enumerate(counts)])
+    labels = torch.cat([torch.full((k,), c) for c, k in enumerate(counts)])
+    cc = class_curves(rf, mix, x, labels, cfg.t, taus, cfg.n_noise, cfg.gen_tol, cfg.mem_tol, seed)
+    pred = predict_timescales(rf, mix, counts, cfg.t)
+    row: dict[str, Any] = {"job": kind, "seed": seed, "value": value, "extra": extra}
+    for c in range(len(counts)):
+        row |= {f"n_{c}": counts[c], f"tau_gen_{c}": cc.tau_gen[c], f"tau_mem_{c}": cc.tau_mem[c],
+                f"pred_gen_{c}": float(pred.tau_gen[c]), f"pred_mem_{c}": float(pred.tau_mem[c])}  # fmt: skip
+    if seed == cfg.seeds[0] and kind == "variance" and value == max(cfg.ratios):
+        from .random_features import class_spectrum
+        from .theory import equivalent_covariance
+
+        spec = class_spectrum(rf, x, labels, cfg.t, cfg.n_noise, seed)
+        ge = torch.linalg.eigvalsh(equivalent_covariance(rf, mix, x, labels, cfg.t, seed))
+        row["_curves"] = {"taus": taus, "gen": cc.gen_error, "train": cc.train_loss,
+                          "test": cc.test_loss, "tau_gen": cc.tau_gen, "tau_mem": cc.tau_mem,
+                          "eig": spec.eigenvalues.numpy(), "shares": spec.shares.numpy(),
+                          "ge_eig": ge.numpy()}  # fmt: skip
+    return row
+
+
+def _clone_mixture(cfg: Scale, w: float):  # type: ignore[no-untyped-def]
+    """Three equidistant unit-variance classes (``|mu_a - mu_b|^2 = clone_distance2``); class 2 has
+    weight ``w``, the other two share the rest."""
+    import torch
+
+    from .mixture import GaussianMixture
+
+    means = torch.zeros(3, cfg.d, dtype=torch.float64)
+    means[[0, 1, 2], [0, 1, 2]] = math.sqrt(cfg.clone_distance2 / 2)
+    return GaussianMixture.isotropic(means, [1.0, 1.0, 1.0], [(1 - w) / 2, (1 - w) / 2, w])
+
+
+def _clone_job(cfg: Scale, seed: int, w: float) -> dict[str, Any]:
+    import torch
+
+    from .sampling import cloning_curve, speciation_time
+    from .theory import same_class_probability, two_class_speciation_time
+
+    mix = _clone_mixture(cfg, w)
+    stops = np.geomspace(0.05, 4.0, 16)
+    res = cloning_curve(mix.score, lambda x: mix.posterior(x).argmax(1), cfg.d, stops.tolist(),
+                        n_traj=cfg.n_traj, seed=seed)  # fmt: skip
+    st = res["stops"]
+    exact = same_class_probability(mix, st.numpy(), n=4000, seed=seed)
+    lam = float(torch.linalg.eigvalsh(_mixture_covariance(mix))[-1])
+    row: dict[str, Any] = {"job": "clone", "seed": seed, "value": w,
+                           "half_log_lambda": 0.5 * math.log(lam)}  # fmt: skip
+    wts = mix.weights.tolist()
+    for c in range(3):
+        partner = max((o for o in range(3) if o != c), key=lambda o: wts[o])
+        row |= {
+            f"measured_{c}": speciation_time(st, res["p_same_by_class"][:, c], wts[c]),
+            f"exact_{c}": speciation_time(st, torch.as_tensor(exact[:, c]), wts[c]),
+            f"closed_form_{c}": two_class_speciation_time(
+                cfg.clone_distance2, 1.0, wts[c] / (wts[c] + wts[partner])),
+        }  # fmt: skip
+    if seed == cfg.seeds[0]:
+        row["_curve"] = {"stops": st.numpy(), "p": res["p_same_by_class"].numpy(), "exact": exact}
+    return row
+
+
+def _mixture_covariance(mix):  # type: ignore[no-untyped-def]
+    import torch
+
+    w, m = mix.weights, mix.means
+    mean = w @ m
+    within = torch.diag((w[:, None] * mix.variances).sum(0))
+    return within + (w[:, None] * (m - mean)).T @ (m - mean)
+
+
+def _unet_job(cfg: Scale, seed: int) -> dict[str, Any]:
+    import torch
+
+    from .data import geometric_counts, imbalanced_split, load_digits_images, load_fashion_mnist
+    from .unet import class_copy_fractions, make_unet, train_unet
+
+    torch.set_num_threads(1)
+    root = os.environ.get("DIFFUSION_CLASSES_DATA")
+    data = load_fashion_mnist(root) if cfg.fashion and root else load_digits_images()
+    size = data.images.shape[-1]
+    if size % 2 ** (len(cfg.unet_channels) - 1):
+        pad = (-size) % 2 ** (len(cfg.unet_channels) - 1)
+        data = type(data)(torch.nn.functional.pad(data.images, (0, pad, 0, pad), value=-1.0),
+                          data.labels)  # fmt: skip
+    rng = np.random.default_rng(seed)
+    order = [int(c) for c in rng.permutation(cfg.unet_classes)]  # which class is rare varies
+    counts = geometric_counts(order, cfg.unet_n_max, cfg.unet_ratio)
+    train, test = imbalanced_split(data, counts, n_test=20, seed=seed)
+    model = make_unet(data.images.shape[-1], cfg.unet_channels, seed=seed)
+    run = train_unet(model, train, test, steps=cfg.unet_steps, batch=64,
+                     mem_tol=cfg.unet_mem_tol, seed=seed)  # fmt: skip
+    var = train.class_variance()
+    row: dict[str, Any] = {"job": "unet", "seed": seed, "dataset": "fashion" if cfg.fashion and root
+                           else "digits"}  # fmt: skip
+    for c in cfg.unet_classes:
+        row |= {f"n_{c}": counts[c], f"var_{c}": var[c], f"tau_mem_{c}": run.tau_mem[c]}
+    if seed == cfg.seeds[0]:
+        from sklearn.neighbors import KNeighborsClassifier
+
+        knn = KNeighborsClassifier(5).fit(data.flat.numpy(), data.labels.numpy())
+        model.eval()
+        n_gen = 200 if cfg.unet_steps > 100 else 20
+        copies, xs, cls = class_copy_fractions(
+            model, train, lambda x: torch.as_tensor(knn.predict(x.numpy())), n=n_gen, seed=seed
+        )
+        row["_unet"] = {"steps": run.steps, "gap": {c: run.gap(c) / np.asarray(run.test_loss[c])
+                                                    for c in run.train_loss},
+                        "tau_mem": run.tau_mem, "samples": xs.numpy(), "cls": cls.numpy(),
+                        "copies": copies}  # fmt: skip
+    return row
+
+
+def _job(args: tuple[Any, ...]) -> dict[str, Any]:
+    import time
+
+    import torch
+
+    torch.set_num_threads(1)
+    t0 = time.perf_counter()
+    kind = args[1]
+    if kind == "unet":
+        row = _unet_job(args[0], args[2])
+    elif kind == "clone":
+        row = _clone_job(args[0], args[2], args[3])
+    else:
+        row = _rf_job(*args)
+    return row | {"job_s": time.perf_counter() - t0}
+
+
+def reproduce(
+    scale: str = "quick", seed: int = 0, out_dir: str | os.PathLike[str] | None = None
+) -> Report:
+    """Run the experiment at ``scale`` and return (and, with ``out_dir``, write) the report."""
+    check_scale(scale)
+    cfg = SCALES[scale]
+    watch = Stopwatch()
+    report = Report(package="diffusion_classes",
+                    title="Class variance, centroids and imbalance in the learning dynamics of diffusion models",
+                    scale=scale, seed=seed)  # fmt: skip
+    seeds = tuple(seed + s for s in cfg.seeds)
+    jobs: list[tuple[Any, ...]] = [(cfg, "unet", s) for s in seeds[: cfg.unet_seeds]]
+    for s in seeds:
+        jobs += [(cfg, "clone", s, cfg.clone_weight), (cfg, "clone", s, 1 / 3)]
+        jobs += [(cfg, "variance", s, r) for r in cfg.ratios]
+        jobs += [(cfg, "centroid", s, m) for m in cfg.centroid_norms]
+        jobs += [(cfg, "centroid_variance", s, v) for v in cfg.variances]
+        jobs += [(cfg, "imbalance", s, w, r) for r in cfg.imbalance_ratios for w in cfg.minority]
+        jobs += [(cfg, "null", s, float(n)) for n in cfg.null_ns]
+    if cfg.workers > 1:
+        import multiprocessing as mp
+
+        # fork shares the parent's imports (diffusers takes ~20 s to import); the parent has run
+        # no torch op yet, so no thread pool is copied. Elsewhere, spawn.
+        import diffusers  # noqa: F401
+        import sklearn.neighbors  # noqa: F401
+
+        method = "fork" if sys.platform == "linux" else "spawn"
+        with ProcessPoolExecutor(cfg.workers, mp_context=mp.get_context(method)) as pool:
+            rows = list(pool.map(_job, jobs))
+    else:
+        rows = [_job(j) for j in jobs]
+    watch.lap("runs")
+    curves = next(r.pop("_curves") for r in rows if "_curves" in r)
+    clone_curves = {r["value"]: r.pop("_curve") for r in rows if "_curve" in r}
+    unet = next(r.pop("_unet") for r in rows if "_unet" in r)
+    by = {k: [r for r in rows if r["job"] == k] for k in
+          ("null", "variance", "centroid", "centroid_variance", "imbalance", "clone", "unet")}  # fmt: skip
+    for k, rs in by.items():
+        report.add_table(k, rs)
+    flips = _flips(by["imbalance"], cfg)
+    report.add_table("imbalance_flip", flips)
+    _claims(report, by, flips, cfg)
+    report.add_figure("class_curves", _plot_curves(curves, cfg))
+    report.add_figure("spectrum", _plot_spectrum(curves))
+    report.add_figure("tau_vs_structure", _plot_taus(by, cfg))
+    report.add_figure("cloning", _plot_cloning(clone_curves, cfg))
+    report.add_figure("unet_digits", _plot_unet(unet, by["unet"], cfg))
+    watch.lap("claims + plots")
+    report.add_table("runtime", watch.laps)
+    report.runtime_s = watch.elapsed_s
+    if out_dir is not None:
+        write_report(report, out_dir)
+    return report
+
+
+def _log_crossing(x: np.ndarray, y: np.ndarray) -> float:
+    """Where ``y`` first changes sign along decreasing ``x`` (log-interpolated in x); NaN if never."""
+    order = np.argsort(-x)
+    x, y = x[order], y[order]
+    s = np.sign(y)
+    idx = np.flatnonzero(s[1:] != s[:-1])
+    if len(idx) == 0 or s[0] == 0:
+        return math.nan
+    i = int(idx[0])
+    f = y[i] / (y[i] - y[i + 1])
+    return float(np.exp(np.log(x[i]) + f * (np.log(x[i + 1]) - np.log(x[i]))))
+
+
+def _flips(rows: list[dict[str, Any]], cfg: Scale) -> list[dict[str, Any]]:
+    """Per variance ratio: the minority fraction at which the generalisation order flips, measured
+    (seed-mean log tau ratio) and predicted (Gaussian-equivalence times on a fine grid)."""
+    from .random_features import RandomFeatures
+    from .theory import predict_timescales
+
+    out = []
+    fine = np.geomspace(0.5, min(cfg.minority) / 2, 40)
+    for r in cfg.imbalance_ratios:
+        ws = np.asarray(cfg.minority)
+        gap = [np.mean([math.log(x["tau_gen_1"] / x["tau_gen_0"]) for x in rows
+                        if x["extra"] == r and x["value"] == w]) for w in ws]  # fmt: skip
+        mgap = [np.mean([math.log(x["tau_mem_1"] / x["tau_mem_0"]) for x in rows
+                         if x["extra"] == r and x["value"] == w]) for w in ws]  # fmt: skip
+        pred = []
+        rf = RandomFeatures.gaussian(cfg.d, cfg.p, seed=cfg.seeds[0])
+        for w in fine:
+            mix = _two_class(cfg, cfg.seeds[0], r, 1.0, float(w))
+            n1 = max(2, round(cfg.n * w))
+            pt = predict_timescales(rf, mix, [cfg.n - n1, n1], cfg.t).tau_gen
+            pred.append(math.log(pt[1] / pt[0]))
+        out.append({"variance_ratio": r, "measured_flip_gen": _log_crossing(ws, np.asarray(gap)),
+                    "measured_flip_mem": _log_crossing(ws, np.asarray(mgap)),
+                    "predicted_flip_gen": _log_crossing(fine, np.asarray(pred)),
+                    "log_tau_gen_ratio_by_w": " ".join(f"{g:+.2f}" for g in gap),
+                    "log_tau_mem_ratio_by_w": " ".join(f"{g:+.2f}" for g in mgap)})  # fmt: skip
+    return out
+
+
+def _claims(report: Report, by: dict[str, list[dict[str, Any]]], flips: list[dict[str, Any]],
+            cfg: Scale) -> None:  # fmt: skip
+    n_seeds = len(cfg.seeds)
+    # 0. the homogeneous null model (Bonnaire et al.)
+    null = by["null"]
+    ns = np.asarray([r["value"] for r in null])
+    rho_mem = spearmanr(ns, [r["tau_mem_0"] for r in null]).statistic
+    gen = {n: np.mean([r["tau_gen_0"] for r in null if r["value"] == n]) for n in cfg.null_ns}
+    mem = {n: np.mean([r["tau_mem_0"] for r in null if r["value"] == n]) for n in cfg.null_ns}
+    slope = np.polyfit(np.log(list(mem)), np.log(list(mem.values())), 1)[0]
+    gspread = max(gen.values()) / min(gen.values())
+    report.add_claim(Claim.threshold(
+        "homogeneous null model (one class, Bonnaire et al.): tau_mem grows with n while tau_gen stays flat",
+        f"log-log slope of tau_mem vs n (mean of {n_seeds} seeds); tau_gen max/min reported", float(slope),
+        ">", 0.5,
+        f"Spearman(n, tau_mem) = {rho_mem:.2f}; tau_gen " + "/".join(f"{v:.0f}" for v in gen.values())
+        + f" (max/min {gspread:.2f}), tau_mem " + "/".join(f"{v:.0f}" for v in mem.values())
+        + f" for n = {'/'.join(map(str, cfg.null_ns))}; predicted tau_gen "
+        + "/".join(f"{np.mean([r['pred_gen_0'] for r in null if r['value'] == n]):.0f}" for n in cfg.null_ns)
+        + ", predicted tau_mem (relaxation time, not onset) "
+        + "/".join(f"{np.mean([r['pred_mem_0'] for r in null if r['value'] == n]):.0f}" for n in cfg.null_ns),
+    ))  # fmt: skip
+    # 1. learning order follows variance at balanced sampling
+    var = by["variance"]
+    ok = [r["tau_gen_1"] < r["tau_gen_0"] and r["tau_mem_1"] < r["tau_mem_0"] for r in var]
+    agree = [(r["pred_gen_1"] < r["pred_gen_0"]) == (r["tau_gen_1"] < r["tau_gen_0"])
+             and (r["pred_mem_1"] < r["pred_mem_0"]) == (r["tau_mem_1"] < r["tau_mem_0"]) for r in var]  # fmt: skip
+    report.add_claim(Claim.threshold(
+        "at balanced sampling the higher-variance class generalises and memorises first",
+        f"fraction of {len(var)} settings (variance ratio x seed) with tau_gen and tau_mem of the "
+        "high-variance class both smaller", float(np.mean(ok)), ">=", 0.9,
+        "; ".join(f"r={r['value']:g} s{r['seed']}: gen {r['tau_gen_0']:.0f}/{r['tau_gen_1']:.0f}, "
+                  f"mem {r['tau_mem_0']:.0f}/{r['tau_mem_1']:.0f}" for r in var),
+    ))  # fmt: skip
+    report.add_claim(Claim.threshold(
+        "the measured order agrees with the order the spectrum (Gaussian-equivalence bulks) predicts",
+        "fraction of settings where the predicted tau_gen and tau_mem orders both match the measured ones",
+        float(np.mean(agree)), ">=", 0.9,
+        "predicted gen/mem times (class 0/1): "
+        + "; ".join(f"r={r['value']:g} s{r['seed']}: {r['pred_gen_0']:.0f}/{r['pred_gen_1']:.0f}, "
+                    f"{r['pred_mem_0']:.0f}/{r['pred_mem_1']:.0f}" for r in var),
+    ))  # fmt: skip
+
+    # 2. centroid geometry is secondary
+    def spread(rows: list[dict[str, Any]]) -> float:
+        return float(np.mean([np.ptp([math.log(r["tau_gen_1"]) for r in rows if r["seed"] == s])
+                              for s in {r["seed"] for r in rows}]))  # fmt: skip
+
+    s_mu, s_var = spread(by["centroid"]), spread(by["centroid_variance"])
+    report.add_claim(Claim.threshold(
+        "centroid geometry is secondary: varying |mu_c| moves tau_gen,c less than varying sigma_c^2",
+        "range of log tau_gen,1 over the centroid sweep / over the variance sweep (mean of seeds)",
+        s_mu / s_var, "<", 1.0,
+        f"|mu_1| in {cfg.centroid_norms} (variance 2): range {s_mu:.2f}; sigma_1^2 in {cfg.variances} "
+        f"(|mu_1| = 1): range {s_var:.2f} (natural-log units)",
+    ))  # fmt: skip
+    # 3. imbalance modulates and can reverse the order
+    measured = [f for f in flips if not math.isnan(f["measured_flip_gen"])]
+    err = max((abs(math.log2(f["predicted_flip_gen"] / f["measured_flip_gen"])) for f in measured
+               if not math.isnan(f["predicted_flip_gen"])), default=math.inf) if measured else math.nan  # fmt: skip
+    report.add_claim(Claim.threshold(
+        "imbalance can reverse the order: making the high-variance class a minority flips tau_gen at a "
+        "minority fraction the spectrum predicts",
+        "max |log2(predicted / measured flip fraction)| over variance ratios whose order flips (NaN: none flips)",
+        err, "<=", 1.0,
+        "; ".join(f"r={f['variance_ratio']:g}: measured flip w = {f['measured_flip_gen']:.3g} (tau_mem "
+                  f"{f['measured_flip_mem']:.3g}), predicted {f['predicted_flip_gen']:.3g}; "
+                  f"log(tau_gen,1/tau_gen,0) at w = {cfg.minority}: {f['log_tau_gen_ratio_by_w']}"
+                  for f in flips),
+    ))  # fmt: skip
+    # 4. minority speciation
+    cl = [r for r in by["clone"] if r["value"] == cfg.clone_weight]
+    bal = [r for r in by["clone"] if r["value"] != cfg.clone_weight]
+    delay = [min(r["measured_0"], r["measured_1"]) - r["measured_2"] for r in cl]
+    rel = [abs(r[f"measured_{c}"] / r[f"exact_{c}"] - 1) for r in cl for c in range(3)]
+    report.add_claim(Claim.threshold(
+        f"under strong imbalance (minority weight {cfg.clone_weight:g}) the minority class speciates later "
+        "in the backward process than the majority classes",
+        f"min over {len(cl)} seeds of (earliest majority speciation time - minority speciation time)",
+        float(min(delay)), ">", 0.0,
+        "; ".join(f"s{r['seed']}: measured {r['measured_0']:.2f}/{r['measured_1']:.2f}/{r['measured_2']:.2f}, "
+                  f"exact-posterior {r['exact_0']:.2f}/{r['exact_1']:.2f}/{r['exact_2']:.2f}, closed form "
+                  f"{r['closed_form_0']:.2f}/{r['closed_form_1']:.2f}/{r['closed_form_2']:.2f}" for r in cl)
+        + f"; max |measured/exact - 1| = {max(rel):.2f}; (1/2) log Lambda = {cl[0]['half_log_lambda']:.2f}; "
+        "balanced (1/3 each) measured "
+        + "; ".join(f"{r['measured_0']:.2f}/{r['measured_1']:.2f}/{r['measured_2']:.2f}" for r in bal),
+    ))  # fmt: skip
+    # 5. U-Net on imbalanced digits
+    rhos, nrhos = [], []
+    for r in by["unet"]:
+        cs = [c for c in cfg.unet_classes if not math.isnan(r[f"tau_mem_{c}"])]
+        v = [r[f"var_{c}"] for c in cs]
+        tm = [-r[f"tau_mem_{c}"] for c in cs]
+        rhos.append(float(spearmanr(v, tm).statistic) if len(cs) > 2 else math.nan)
+        nrhos.append(
+            float(spearmanr([r[f"n_{c}"] for c in cs], tm).statistic) if len(cs) > 2 else math.nan
+        )
+    report.add_claim(Claim.threshold(
+        "U-Net on imbalanced digits: classes with higher variance begin to memorise earlier",
+        f"mean over {len(rhos)} seeds of Spearman(class variance, -tau_mem) over {len(cfg.unet_classes)} classes",
+        float(np.mean(rhos)), ">=", 0.5,
+        "per seed " + ", ".join(f"{x:+.2f}" for x in rhos) + "; Spearman(n_c, -tau_mem) "
+        + ", ".join(f"{x:+.2f}" for x in nrhos) + f"; mem_tol {cfg.unet_mem_tol}, {cfg.unet_steps} steps",
+    ))  # fmt: skip
+
+
+def _plot_curves(c: dict[str, Any], cfg: Scale):  # type: ignore[no-untyped-def]
+    fig, axes = new_figure(1, 2, size=(10, 3.6))
+    for k, lab in ((0, "class 0 (variance 1)"), (1, f"class 1 (variance {max(cfg.ratios):g})")):
+        (line,) = axes[0].plot(c["taus"], c["gen"][k], label=lab)
+        axes[0].axvline(c["tau_gen"][k], color=line.get_color(), ls=":")
+        axes[1].plot(c["taus"], c["test"][k] - c["train"][k], color=line.get_color(), label=lab)
+        axes[1].axvline(c["tau_mem"][k], color=line.get_color(), ls=":")
+    axes[0].set(xscale="log", yscale="log", xlabel="training time τ", ylabel="score error vs exact",
+                title="generalisation (dotted: τ_gen,c)")  # fmt: skip
+    axes[1].set(xscale="log", xlabel="training time τ", ylabel="test − train DSM loss",
+                title="memorisation (dotted: τ_mem,c)")  # fmt: skip
+    axes[0].legend()
+    fig.tight_layout()
+    return fig
+
+
+def _plot_spectrum(c: dict[str, Any]):  # type: ignore[no-untyped-def]
+    fig, ax = new_figure(1, 1, size=(6, 3.6))
+    eig, shares = c["eig"], c["shares"]
+    bins = np.geomspace(max(eig.min(), 1e-8), eig.max() * 1.01, 40)
+    dom = shares.argmax(1)
+    ax.hist([eig[dom == k] for k in range(shares.shape[1])], bins=bins, stacked=True,
+            label=[f"mostly class {k}" for k in range(shares.shape[1])])  # fmt: skip
+    ax.hist(np.clip(c["ge_eig"], bins[0], None), bins=bins, histtype="step", color="k",
+            label="Gaussian equivalent")  # fmt: skip
+    ax.set(xscale="log", xlabel="eigenvalue of U", ylabel="count",
+           title="feature-covariance spectrum, coloured by class share")  # fmt: skip
+    ax.legend()
+    fig.tight_layout()
+    return fig
+
+
+def _plot_taus(by: dict[str, list[dict[str, Any]]], cfg: Scale):  # type: ignore[no-untyped-def]
+    fig, axes = new_figure(1, 3, size=(14, 3.6))
+
+    def mean_by(rows: list[dict[str, Any]], key: str, extra: float | None = None):  # type: ignore[no-untyped-def]
+        vals = sorted({r["value"] for r in rows})
+        return vals, [np.exp(np.mean([math.log(r[key]) for r in rows if r["value"] == v
+                                      and (extra is None or r["extra"] == extra)])) for v in vals]  # fmt: skip
+
+    for k, ls in ((0, "-"), (1, "--")):
+        for key, lab in (("tau_gen", "τ_gen"), ("tau_mem", "τ_mem")):
+            x, y = mean_by(by["variance"], f"{key}_{k}")
+            axes[0].plot(x, y, ls, marker="o", label=f"{lab}, class {k}")
+            _, yp = mean_by(by["variance"], f"pred_{key[4:]}_{k}")
+            if key == "tau_gen":
+                axes[0].plot(x, yp, ls, color="grey", lw=1)
+        x, y = mean_by(by["centroid"], f"tau_gen_{k}")
+        axes[1].plot(x, y, ls, marker="o", label=f"τ_gen class {k} vs |μ_1|")
+        for r in cfg.imbalance_ratios:
+            x, y = mean_by(by["imbalance"], f"tau_gen_{k}", r)
+            axes[2].plot(x, y, ls, marker="o", label=f"class {k}, ratio {r:g}")
+    axes[0].set(xscale="log", yscale="log", xlabel="variance ratio σ_1²/σ_0²", ylabel="time",
+                title="balanced: times vs variance (grey: predicted τ_gen)")  # fmt: skip
+    axes[1].set(yscale="log", xlabel="|μ_1|", ylabel="τ_gen", title="centroid sweep")
+    axes[2].set(xscale="log", yscale="log", xlabel="weight of the high-variance class",
+                ylabel="τ_gen", title="imbalance sweep")  # fmt: skip
+    for a in axes:
+        a.legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+def _plot_cloning(curves: dict[float, dict[str, Any]], cfg: Scale):  # type: ignore[no-untyped-def]
+    fig, axes = new_figure(1, len(curves), size=(5 * len(curves), 3.6))
+    axes = np.atleast_1d(axes)
+    for ax, (w, c) in zip(axes, sorted(curves.items()), strict=True):
+        for k in range(c["p"].shape[1]):
+            (line,) = ax.plot(c["stops"], c["p"][:, k], "o", label=f"class {k} (cloning)")
+            ax.plot(c["stops"], c["exact"][:, k], "-", color=line.get_color(), lw=1)
+        ax.set(xscale="log", xlabel="stop time t", ylabel="P(clone lands in the same class)",
+               title=f"minority weight {w:.2g} (lines: exact posterior)")  # fmt: skip
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+def _plot_unet(u: dict[str, Any], rows: list[dict[str, Any]], cfg: Scale):  # type: ignore[no-untyped-def]
+    fig, axes = new_figure(1, 2, size=(11, 3.8))
+    r0 = rows[0]
+    for c, g in sorted(u["gap"].items()):
+        axes[0].plot(u["steps"], g - g[0], label=f"{c} (σ²={r0[f'var_{c}']:.2f}, n={r0[f'n_{c}']})")
+    axes[0].axhline(cfg.unet_mem_tol, color="k", ls=":")
+    axes[0].set(xscale="log", xlabel="step", ylabel="(test − train) / test loss, growth",
+                title="U-Net memorisation per digit class")  # fmt: skip
+    axes[0].legend(fontsize=6, ncol=2)
+    xs, cls = u["samples"], u["cls"]
+    side = math.isqrt(xs.shape[1])
+    tiles = []
+    for c in cfg.unet_classes:
+        pick = xs[cls == c][:6]
+        row = np.full((6, side + 1, side + 1), 0.0)  # one grey pixel between tiles
+        row[: len(pick), :side, :side] = pick.reshape(-1, side, side)
+        tiles.append(np.concatenate(list(row), axis=1))
+    axes[1].imshow(np.concatenate(tiles, axis=0), cmap="gray", vmin=-1, vmax=1)
+    axes[1].set(xticks=[], yticks=[(side + 1) * (i + 0.5) for i in range(len(cfg.unet_classes))],
+                title="generated samples, one row per assigned class")  # fmt: skip
+    axes[1].set_yticklabels([f"{c}: copy {u['copies'].get(c, math.nan):.0%}" for c in cfg.unet_classes],
+                            fontsize=6)  # fmt: skip
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,29 @@
+import math
+
+import pytest
+
+from diffusion_classes.reproduce import reproduce
+from paper_common import Report
+
+
+def test_smoke_reproduce_writes_a_report(tmp_path):
+    report = reproduce("smoke", seed=0, out_dir=tmp_path / "r")
+    assert len(report.claims) == 7
+    loaded = Report.from_json(tmp_path / "r")
+    assert loaded.package == "diffusion_classes"
+    for fig in ("class_curves", "spectrum", "tau_vs_structure", "cloning", "unet_digits"):
+        assert (tmp_path / "r" / f"{fig}.png").exists()
+    # the random-features times are measured numbers, the theory's are positive and finite
+    for r in report.tables["variance"]:
+        assert 0 < r["tau_gen_0"] < math.inf
+        assert 0 < r["pred_gen_1"] < math.inf
+    clone = report.tables["clone"]
+    assert all(0 < r["exact_0"] < 4 for r in clone)
+    unet = report.tables["unet"][0]
+    assert unet["dataset"] == "digits"
+    assert unet["var_0"] > 0
+
+
+def test_bad_scale():
+    with pytest.raises(ValueError, match="scale"):
+        reproduce("medium")
