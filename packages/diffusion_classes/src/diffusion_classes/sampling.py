@@ -120,8 +120,9 @@ def cloning_curve(
 
 
 def speciation_time(stops: torch.Tensor, p_same: torch.Tensor, baseline: float) -> float:
-    """Largest stop time at which ``p_same`` is still above the midpoint between the
-    independent-clones baseline (``sum_c w_c^2``) and 1, linearly interpolated; NaN if never."""
+    """Largest stop time at which ``p_same`` is still above the midpoint between its chance level
+    ``baseline`` and 1, linearly interpolated; NaN if never. The chance level is ``sum_c w_c^2``
+    for the pooled curve and ``w_c`` for class ``c``'s curve."""
     level = (1 + baseline) / 2
     order = torch.argsort(stops)  # increasing time: p_same decreases from ~1 to baseline
     t, p = stops[order], p_same[order]
