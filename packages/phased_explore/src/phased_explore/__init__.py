@@ -1,0 +1,1 @@
+"""phased_explore (work in progress)."""
