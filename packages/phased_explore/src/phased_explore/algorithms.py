@@ -169,11 +169,12 @@ class OracleExplorer(LayerwiseExplorer):
 
 
 class RFUCRL:
-    """Reward-free UCRL (Kaufmann et al. 2021), run in phases: before each phase, the upper bound
-    ``E_h(s,a) = min(1, b(n_h(s,a)) + P_hat_h(s,a) . max_a' E_{h+1})`` with ``b(n) =
-    sqrt(beta / n)`` (1 if unvisited) is computed by DP and every agent of the phase follows its
-    greedy policy. One agent per phase is the fully sequential algorithm; N agents per phase is
-    the batched variant. ``beta = log(3 S A H / delta) + S`` (their bonus, up to constants)."""
+    """Reward-free UCRL (Kaufmann et al. 2021), run in phases. Before each phase the error upper
+    bound ``E_h(s,a) = b(n_h(s,a)) + P_hat_h(s,a) . max_a' E_{h+1}`` with ``b(n) = sqrt(beta /
+    (n + 1))`` is computed by DP (values clipped at 1 per step-to-go, the greedy action taken on the
+    unclipped bound so that less-visited actions win ties) and every agent of the phase follows its
+    greedy policy. One agent per phase is the fully sequential algorithm; N agents per phase is the
+    batched variant. ``beta = log(3 S A H / delta) + S`` (their bonus, up to constants)."""
 
     def __init__(self, delta: float = 0.1) -> None:
         self.delta = delta
@@ -181,17 +182,16 @@ class RFUCRL:
 
     def greedy(self, history: History) -> np.ndarray:
         H, S, A = history.H, history.S, history.A
-        counts = history.counts()
-        n = counts.sum(-1)
+        n = history.counts().sum(-1)
         P_hat = history.estimate()
         beta = math.log(3 * S * A * H / self.delta) + S
-        bonus = np.where(n > 0, np.sqrt(beta / np.maximum(n, 1)), 1.0)
+        bonus = np.sqrt(beta / (n + 1.0))
         V = np.zeros(S)
         pol = np.zeros((H, S), dtype=np.int64)
         for h in range(H - 1, -1, -1):
-            E = np.minimum(1.0, bonus[h] + P_hat[h] @ V)
+            E = bonus[h] + P_hat[h] @ V
             pol[h] = E.argmax(1)
-            V = E.max(1)
+            V = np.minimum(E.max(1), H - h)
         return pol
 
     def policies(self, phase: int, history: History) -> np.ndarray:

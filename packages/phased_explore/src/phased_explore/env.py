@@ -7,7 +7,7 @@ dynamics are time-inhomogeneous). The reward is 0 (reward-free) unless a reward 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import gymnasium as gym
 import numpy as np
@@ -16,7 +16,7 @@ from .mdp import TabularMDP, _categorical
 
 
 class TabularMDPEnv(gym.Env):
-    metadata: dict[str, Any] = {"render_modes": []}
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": []}
 
     def __init__(self, mdp: TabularMDP, reward: np.ndarray | None = None) -> None:
         self.mdp = mdp
