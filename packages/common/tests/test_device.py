@@ -92,3 +92,16 @@ def test_stopwatch_laps_add_up_to_the_elapsed_time():
     assert all(r["seconds"] >= 0 for r in watch.laps)
     total = sum(r["seconds"] for r in watch.laps)
     assert total <= watch.elapsed_s
+
+
+def test_map_jobs_keeps_order_in_and_out_of_a_pool():
+    import math
+
+    from paper_common import map_jobs
+
+    jobs = [1.0, 4.0, 9.0, 16.0]
+    assert map_jobs(math.sqrt, jobs) == [1.0, 2.0, 3.0, 4.0]
+    assert map_jobs(math.sqrt, jobs, workers=2) == [1.0, 2.0, 3.0, 4.0]
+    assert map_jobs(math.sqrt, jobs, workers=2, start_method="spawn") == [1.0, 2.0, 3.0, 4.0]
+    with pytest.raises(ValueError, match="workers"):
+        map_jobs(math.sqrt, jobs, workers=0)

@@ -29,6 +29,7 @@ _EXPORTS = {
     "peak_memory": "device",
     "Timer": "device",
     "Stopwatch": "device",
+    "map_jobs": "device",
     "bootstrap_ci": "stats",
     "cohens_d": "stats",
     "paired_comparison": "stats",
@@ -47,6 +48,7 @@ __all__ = [
     "cohens_d",
     "discover",
     "main",
+    "map_jobs",
     "markdown_table",
     "new_figure",
     "paired_comparison",
@@ -74,7 +76,14 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:
-    from paper_common.device import Stopwatch, Timer, peak_memory, pick_device, seed_everything
+    from paper_common.device import (
+        Stopwatch,
+        Timer,
+        map_jobs,
+        peak_memory,
+        pick_device,
+        seed_everything,
+    )
     from paper_common.plotting import new_figure, save_figure
     from paper_common.reproduce import (
         SCALES,

@@ -20,7 +20,15 @@ from typing import Any, Literal
 
 import numpy as np
 
-__all__ = ["MemoryUsage", "Timer", "Timing", "peak_memory", "pick_device", "seed_everything"]
+__all__ = [
+    "MemoryUsage",
+    "Timer",
+    "Timing",
+    "map_jobs",
+    "peak_memory",
+    "pick_device",
+    "seed_everything",
+]
 
 DEVICE_ENV = "PAPER_DEVICE"
 
@@ -263,3 +271,27 @@ class Stopwatch:
     def elapsed_s(self) -> float:
         """Seconds since the stopwatch was made."""
         return time.perf_counter() - self.start
+
+
+def map_jobs(
+    fn: Callable[[Any], Any],
+    jobs: list[Any],
+    workers: int = 1,
+    start_method: Literal["fork", "spawn", "forkserver"] | None = None,
+) -> list[Any]:
+    """``[fn(j) for j in jobs]``, in order; with ``workers > 1`` in a process pool.
+
+    ``start_method`` defaults to ``fork`` on Linux, so workers share what the parent has already
+    imported (import heavy libraries before calling, and run no torch op in the parent first, so no
+    thread pool is copied), and to ``spawn`` elsewhere. ``fn`` must be a module-level function.
+    """
+    if workers < 1:
+        raise ValueError(f"workers must be >= 1, got {workers}")
+    if workers == 1:
+        return [fn(j) for j in jobs]
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor
+
+    method = start_method or ("fork" if sys.platform == "linux" else "spawn")
+    with ProcessPoolExecutor(workers, mp_context=mp.get_context(method)) as pool:
+        return list(pool.map(fn, jobs))

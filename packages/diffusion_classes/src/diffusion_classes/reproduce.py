@@ -11,15 +11,13 @@ from __future__ import annotations
 
 import math
 import os
-import sys
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from scipy.stats import spearmanr
 
-from paper_common import Claim, Report, Stopwatch, check_scale, new_figure, write_report
+from paper_common import Claim, Report, Stopwatch, check_scale, map_jobs, new_figure, write_report
 
 
 @dataclass(frozen=True)
@@ -251,18 +249,11 @@ def reproduce(
         jobs += [(cfg, "imbalance", s, w, r) for r in cfg.imbalance_ratios for w in cfg.minority]
         jobs += [(cfg, "null", s, float(n)) for n in cfg.null_ns]
     if cfg.workers > 1:
-        import multiprocessing as mp
-
-        # fork shares the parent's imports (diffusers takes ~20 s to import); the parent has run
-        # no torch op yet, so no thread pool is copied. Elsewhere, spawn.
+        # forked workers share these imports (diffusers takes ~20 s to import); the parent has run
+        # no torch op yet, so no thread pool is copied
         import diffusers  # noqa: F401
         import sklearn.neighbors  # noqa: F401
-
-        method = "fork" if sys.platform == "linux" else "spawn"
-        with ProcessPoolExecutor(cfg.workers, mp_context=mp.get_context(method)) as pool:
-            rows = list(pool.map(_job, jobs))
-    else:
-        rows = [_job(j) for j in jobs]
+    rows = map_jobs(_job, jobs, cfg.workers)
     watch.lap("runs")
     curves = next(r.pop("_curves") for r in rows if "_curves" in r)
     clone_curves = {r["value"]: r.pop("_curve") for r in rows if "_curve" in r}

@@ -12,14 +12,13 @@ from __future__ import annotations
 import math
 import os
 import time
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 from scipy.stats import spearmanr
 
-from paper_common import Claim, Report, Stopwatch, check_scale, new_figure, write_report
+from paper_common import Claim, Report, Stopwatch, check_scale, map_jobs, new_figure, write_report
 
 from .config import PretrainConfig
 from .data import ImageSet, SyntheticShapes, view_pair
@@ -140,21 +139,13 @@ def reproduce(
                 jobs += [(vit_name, vit, b, 0.0, s, cfg, data_name) for b in cfg.baselines]
     jobs.sort(key=lambda j: j[2] == "random")  # long jobs first
     if cfg.workers > 1:
-        import multiprocessing as mp
-        import sys
-
-        # fork shares the parent's imports (torch/timm/lightly take ~15 s to import here); the
-        # parent has run no torch op yet, so no thread pool is copied. Elsewhere, spawn.
-        method = "fork" if sys.platform == "linux" else "spawn"
-        import lightly.loss  # noqa: F401  (imported once here, shared by the forked workers)
+        # forked workers share these imports (torch/timm/lightly take ~15 s to import here); the
+        # parent has run no torch op yet, so no thread pool is copied
+        import lightly.loss  # noqa: F401
         import sklearn.linear_model
         import sklearn.neighbors  # noqa: F401
         import timm  # noqa: F401
-
-        with ProcessPoolExecutor(cfg.workers, mp_context=mp.get_context(method)) as pool:
-            runs = list(pool.map(_job, jobs))
-    else:
-        runs = [_job(j) for j in jobs]
+    runs = map_jobs(_job, jobs, cfg.workers)
     watch.lap("pretrain + diagnostics")
     tokens = {_key(r): r.pop("_tokens") for r in runs if "_tokens" in r}
     tokens = {k: v for k, v in tokens.items() if k[0] == SYNTHETIC}

@@ -18,13 +18,20 @@ import copy
 import math
 import os
 import time
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from paper_common import Claim, Report, check_scale, new_figure, paired_comparison, write_report
+from paper_common import (
+    Claim,
+    Report,
+    check_scale,
+    map_jobs,
+    new_figure,
+    paired_comparison,
+    write_report,
+)
 from vepo.metrics import evaluate_policy
 from vepo.rl import METHODS, train_rl, warmup
 from vepo.tasks import countdown
@@ -101,13 +108,7 @@ def reproduce(
     )
     seeds = [seed + s for s in cfg.seeds]
     jobs = [(model, tok, rl_set, heldout, m, s, cfg) for s in seeds for m in METHODS]
-    if cfg.workers > 1:
-        import multiprocessing as mp
-
-        with ProcessPoolExecutor(cfg.workers, mp_context=mp.get_context("spawn")) as pool:
-            runs = list(pool.map(_job, jobs))
-    else:
-        runs = [_job(j) for j in jobs]
+    runs = map_jobs(_job, jobs, cfg.workers, start_method="spawn")
 
     k = _ks(cfg.eval_samples)
     cols = [f"pass@{x}" for x in k] + ["distinct_valid", "effective_entropy", "sequence_entropy",
