@@ -15,6 +15,8 @@ from typing import Any
 
 import torch
 
+from .model import VARIANTS
+
 __all__ = ["METHOD_ARMS", "Arm", "GrokfastEMA", "baseline_arms"]
 
 
@@ -68,8 +70,6 @@ class Arm:
     model: tuple[tuple[str, Any], ...] = ()
 
     def __post_init__(self) -> None:
-        from .model import VARIANTS
-
         if not self.name:
             raise ValueError("Arm.name must be non-empty")
         if self.variant not in VARIANTS:
@@ -84,8 +84,6 @@ class Arm:
     @property
     def head(self) -> str:
         """The unembedding this arm trains with (recorded in every report)."""
-        from .model import VARIANTS
-
         return dict(self.model).get("head", VARIANTS[self.variant]["head"])
 
 

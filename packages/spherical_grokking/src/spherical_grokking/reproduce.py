@@ -285,11 +285,12 @@ def reproduce(
     # 3. a * b
     report.add_claim(_ratio_claim(main_rows, mul, f"a * b mod {cfg.p}", cfg.steps))
     # 4. the S_n contrast
-    mem = {(r["row"]["task"], r["row"]["arm"]): [] for r in main}
-    for r in main:
-        mem[(r["row"]["task"], r["row"]["arm"])].append(r["memorised"])
-    zp = [m["test_acc"] for m in mem.get((add, "sphere"), [])]
-    sn = mem.get((perm, "sphere"), [])
+    zp = [
+        r["memorised"]["test_acc"]
+        for r in main
+        if (r["row"]["task"], r["row"]["arm"]) == (add, "sphere")
+    ]
+    sn = [r["memorised"] for r in main if (r["row"]["task"], r["row"]["arm"]) == (perm, "sphere")]
     sn_test = _median(np.array([m["test_acc"] for m in sn]))
     sn_final = float(np.max(_values(main_rows, perm, "sphere", "final_test"))) if sn else math.nan
     reached = sum(m["reached"] for m in sn)
@@ -326,9 +327,9 @@ def reproduce(
                                   **r["fourier"]} for r in results if "fourier" in r])  # fmt: skip
     cosets = [{"arm": r["row"]["arm"], "seed": r["row"]["seed"], "trained": True, **c}
               for r in results if "cosets" in r for c in r["cosets"]]  # fmt: skip
+    perm_task = make_task("perm", n=cfg.perm_n)
     for s in sorted({c["seed"] for c in cosets}):
-        task = make_task("perm", n=cfg.perm_n)
-        untrained = build_model(ModelConfig.for_task(task, "sphere", d_model=cfg.d_model,
+        untrained = build_model(ModelConfig.for_task(perm_task, "sphere", d_model=cfg.d_model,
                                                      n_heads=cfg.n_heads, d_mlp=cfg.d_mlp), seed=s)  # fmt: skip
         cosets += [{"arm": "sphere (untrained)", "seed": s, "trained": False, **c}
                    for c in coset_probe(untrained.embed.weight.detach().numpy(), cfg.perm_n, seed=s)]  # fmt: skip

@@ -20,6 +20,8 @@ import torch.nn.functional as F
 from torch import nn
 from tqdm.auto import tqdm
 
+from paper_common import pick_device
+
 from .baselines import GrokfastEMA
 from .metrics import GrokMetrics, grokking_metrics
 from .tasks import Split
@@ -117,14 +119,6 @@ def evaluate(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> tuple[float,
     return float(F.cross_entropy(logits, y)), float((logits.argmax(-1) == y).float().mean())
 
 
-def _resolve_device(name: str | None) -> torch.device:
-    if name is not None:
-        return torch.device(name)
-    from paper_common import pick_device
-
-    return pick_device()
-
-
 def train(
     model: nn.Module,
     data: Split,
@@ -145,7 +139,7 @@ def train(
         raise TypeError(
             f"data must be a Split (see spherical_grokking.split); got {type(data).__name__}"
         )
-    device = _resolve_device(config.device)
+    device = pick_device(config.device)
     model.to(device).train()
     train_x, train_y, test_x, test_y = (t.to(device) for t in data.tensors())
     opt = torch.optim.AdamW(
