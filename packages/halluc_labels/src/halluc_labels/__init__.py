@@ -1,0 +1,111 @@
+"""Reference faithfulness vs factual correctness in automated hallucination labels.
+
+QA answers whose two labels are known (from a synthetic World: controlled answer types and natural
+answers of three generators read by a claim parser), labelers behind one lm-polygraph-like interface
+(EM, token F1, ROUGE-L, BLEU, chrF, embedding cosine, NLI reference entailment, LLM judges under a
+faithfulness or a correctness prompt), and the agreement analysis: Cohen's kappa against each
+criterion, flag rates by error type, the exact McNemar test of a prompt switch, detector AUROC by
+label source. Loaders for human-labelled answers and TriviaQA / NQ-Open / SQuAD from local files.
+"""
+
+from .analysis import (
+    PromptSwitch,
+    agreement_table,
+    bootstrap_kappa_diff,
+    detector_auroc,
+    flag_rates_by_type,
+    kappa,
+    kappa_matrix,
+    mcnemar_exact,
+    prompt_switch,
+)
+from .data import (
+    ANSWER_TYPES,
+    CORRECT_UNSUPPORTED_TYPES,
+    DATASETS,
+    TYPE_LABELS,
+    AliasBook,
+    ClaimParser,
+    LabeledAnswer,
+    ParsedAnswer,
+    QAExample,
+    controlled_answers,
+    label_answer,
+    label_answers,
+    labeler_inputs,
+    load_labeled_answers,
+    load_qa_dataset,
+    make_examples,
+    parse_answer,
+    save_labeled_answers,
+)
+from .labelers import (
+    PROMPTS,
+    ChrF,
+    EmbeddingCosine,
+    ExactMatch,
+    JudgeLabeler,
+    Labeler,
+    LMEmbedder,
+    NLILabeler,
+    RougeL,
+    SentenceBLEU,
+    SentenceTransformerEmbedder,
+    TokenF1,
+    judge_prompt,
+    nli_premise,
+    token_f1,
+)
+from .models import GeneratorSpec, JudgeSpec, NLISpec, train_model, world_tokenizer
+from .reproduce import reproduce
+
+__all__ = [
+    "ANSWER_TYPES",
+    "CORRECT_UNSUPPORTED_TYPES",
+    "DATASETS",
+    "PROMPTS",
+    "TYPE_LABELS",
+    "AliasBook",
+    "ChrF",
+    "ClaimParser",
+    "EmbeddingCosine",
+    "ExactMatch",
+    "GeneratorSpec",
+    "JudgeLabeler",
+    "JudgeSpec",
+    "LMEmbedder",
+    "LabeledAnswer",
+    "Labeler",
+    "NLILabeler",
+    "NLISpec",
+    "ParsedAnswer",
+    "PromptSwitch",
+    "QAExample",
+    "RougeL",
+    "SentenceBLEU",
+    "SentenceTransformerEmbedder",
+    "TokenF1",
+    "agreement_table",
+    "bootstrap_kappa_diff",
+    "controlled_answers",
+    "detector_auroc",
+    "flag_rates_by_type",
+    "judge_prompt",
+    "kappa",
+    "kappa_matrix",
+    "label_answer",
+    "label_answers",
+    "labeler_inputs",
+    "load_labeled_answers",
+    "load_qa_dataset",
+    "make_examples",
+    "mcnemar_exact",
+    "nli_premise",
+    "parse_answer",
+    "prompt_switch",
+    "reproduce",
+    "save_labeled_answers",
+    "token_f1",
+    "train_model",
+    "world_tokenizer",
+]

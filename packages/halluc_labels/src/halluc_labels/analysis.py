@@ -1,0 +1,223 @@
+"""Agreement between label sources: Cohen's kappa, precision/recall of the hallucinated class, flag
+rates by error type, the exact McNemar test of a prompt switch with a bootstrap CI of the kappa
+change, and detector AUROC under each label source.
+
+Labels are boolean arrays, ``True`` = hallucinated, one per answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.stats import binomtest
+from sklearn.metrics import cohen_kappa_score, precision_score, recall_score, roc_auc_score
+
+__all__ = [
+    "PromptSwitch",
+    "agreement_table",
+    "bootstrap_kappa_diff",
+    "detector_auroc",
+    "flag_rates_by_type",
+    "kappa",
+    "kappa_matrix",
+    "mcnemar_exact",
+    "prompt_switch",
+]
+
+
+def _labels(y: Sequence[bool] | np.ndarray, name: str) -> np.ndarray:
+    arr = np.asarray(y)
+    if arr.ndim != 1:
+        raise ValueError(f"{name} must be 1-D; got shape {arr.shape}")
+    if arr.dtype != bool:
+        if not np.isin(arr, (0, 1)).all():
+            raise ValueError(f"{name} must be boolean (True = hallucinated)")
+        arr = arr.astype(bool)
+    return arr
+
+
+def _pair(a: np.ndarray, b: np.ndarray, na: str, nb: str) -> tuple[np.ndarray, np.ndarray]:
+    x, y = _labels(a, na), _labels(b, nb)
+    if x.shape != y.shape:
+        raise ValueError(f"{na} and {nb} must have the same length; got {x.size} and {y.size}")
+    if x.size == 0:
+        raise ValueError(f"{na} and {nb} are empty")
+    return x, y
+
+
+def kappa(a: Sequence[bool] | np.ndarray, b: Sequence[bool] | np.ndarray) -> float:
+    """Cohen's kappa (``sklearn.metrics.cohen_kappa_score``); 1 for identical raters, also when
+    both are one constant (where scikit-learn returns NaN)."""
+    x, y = _pair(a, b, "a", "b")
+    if (x == y).all():
+        return 1.0
+    return float(cohen_kappa_score(x, y))
+
+
+def kappa_matrix(labels: Mapping[str, np.ndarray]) -> tuple[list[str], np.ndarray]:
+    """Pairwise kappa of every label source: ``(names, (k, k) matrix)`` with 1 on the diagonal."""
+    names = list(labels)
+    k = np.eye(len(names))
+    for i in range(len(names)):
+        for j in range(i + 1, len(names)):
+            k[i, j] = k[j, i] = kappa(labels[names[i]], labels[names[j]])
+    return names, k
+
+
+def agreement_table(
+    labels: Mapping[str, np.ndarray], hallucinated: np.ndarray, unfaithful: np.ndarray | None = None
+) -> list[dict[str, float | str]]:
+    """Per labeler: kappa against correctness (and faithfulness), flag rate, precision and recall
+    of the hallucinated class (correctness as the truth)."""
+    truth = _labels(hallucinated, "hallucinated")
+    rows = []
+    for name, y in labels.items():
+        y = _labels(y, name)
+        row: dict[str, float | str] = {
+            "labeler": name,
+            "kappa_correctness": kappa(y, truth),
+        }
+        if unfaithful is not None:
+            row["kappa_faithfulness"] = kappa(y, unfaithful)
+        row.update(
+            flag_rate=float(y.mean()),
+            precision=float(precision_score(truth, y, zero_division=0.0)),
+            recall=float(recall_score(truth, y, zero_division=0.0)),
+        )
+        rows.append(row)
+    return rows
+
+
+def flag_rates_by_type(
+    flags: np.ndarray, types: Sequence[str], order: Sequence[str] | None = None
+) -> dict[str, float]:
+    """P(flagged | type): the share of answers of each type a labeler flags (NaN-free: only
+    types present)."""
+    y = _labels(flags, "flags")
+    t = np.asarray(types)
+    if t.shape != y.shape:
+        raise ValueError(f"flags and types must have the same length; got {y.size} and {t.size}")
+    keys = [k for k in (order or sorted(set(t.tolist()))) if (t == k).any()]
+    return {k: float(y[t == k].mean()) for k in keys}
+
+
+def mcnemar_exact(a_right: np.ndarray, b_right: np.ndarray) -> tuple[int, int, float]:
+    """Exact McNemar test of two paired raters against one truth: ``(b, c, p)`` with ``b`` items
+    only ``a`` gets right, ``c`` only ``b``, and ``p`` the two-sided binomial test of ``b`` in
+    ``b + c`` at 1/2 (``scipy.stats.binomtest``); ``p = 1`` when they never disagree."""
+    x, y = _pair(a_right, b_right, "a_right", "b_right")
+    b, c = int(np.sum(x & ~y)), int(np.sum(~x & y))
+    if b + c == 0:
+        return b, c, 1.0
+    return b, c, float(binomtest(b, b + c, 0.5, alternative="two-sided").pvalue)
+
+
+def bootstrap_kappa_diff(
+    a: np.ndarray,
+    truth_a: np.ndarray,
+    b: np.ndarray,
+    truth_b: np.ndarray,
+    n_resamples: int = 2000,
+    confidence: float = 0.95,
+    seed: int = 0,
+) -> tuple[float, float, float]:
+    """kappa(a, truth_a) - kappa(b, truth_b) on the same items, with a paired percentile bootstrap
+    CI over items: ``(estimate, low, high)``. Two raters against one truth (``truth_a is truth_b``)
+    or one rater against two criteria (``a is b``)."""
+    arrays = [
+        _labels(x, n) for x, n in ((a, "a"), (truth_a, "truth_a"), (b, "b"), (truth_b, "truth_b"))
+    ]
+    if len({x.size for x in arrays}) != 1:
+        raise ValueError("a, truth_a, b and truth_b must have the same length")
+    if arrays[0].size < 2:
+        raise ValueError("need at least 2 items to bootstrap")
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be in (0, 1); got {confidence}")
+    if n_resamples < 100:
+        raise ValueError(f"n_resamples must be >= 100; got {n_resamples}")
+    x, tx, y, ty = arrays
+    est = kappa(x, tx) - kappa(y, ty)
+    idx = np.random.default_rng(seed).integers(0, x.size, size=(n_resamples, x.size))
+    diffs = _kappa_rows(x[idx], tx[idx]) - _kappa_rows(y[idx], ty[idx])
+    alpha = (1 - confidence) / 2
+    low, high = np.quantile(diffs, [alpha, 1 - alpha])
+    return float(est), float(low), float(high)
+
+
+def _kappa_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """(p_o - p_e) / (1 - p_e) of two boolean raters along the last axis (1 where identical, as
+    :func:`kappa`)."""
+    po = np.mean(a == b, axis=-1)
+    pa, pb = a.mean(-1), b.mean(-1)
+    pe = pa * pb + (1 - pa) * (1 - pb)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        k = (po - pe) / (1 - pe)
+    return np.where(po == 1, 1.0, k)
+
+
+@dataclass(frozen=True)
+class PromptSwitch:
+    """One judge under the faithfulness and the correctness prompt, against a truth."""
+
+    judge: str
+    kappa_faithfulness_prompt: float
+    kappa_correctness_prompt: float
+    delta: float
+    ci_low: float
+    ci_high: float
+    b: int
+    c: int
+    p_mcnemar: float
+    n: int
+
+    @property
+    def significant_gain(self) -> bool:
+        return self.delta > 0 and self.p_mcnemar < 0.05
+
+    def as_row(self) -> dict[str, float | int | str | bool]:
+        return {
+            "judge": self.judge,
+            "n": self.n,
+            "kappa_faith_prompt": self.kappa_faithfulness_prompt,
+            "kappa_corr_prompt": self.kappa_correctness_prompt,
+            "delta_kappa": self.delta,
+            "ci_low": self.ci_low,
+            "ci_high": self.ci_high,
+            "only_corr_right": self.c,
+            "only_faith_right": self.b,
+            "p_mcnemar": self.p_mcnemar,
+            "significant_gain": self.significant_gain,
+        }
+
+
+def prompt_switch(
+    judge: str,
+    truth: np.ndarray,
+    faith_prompt: np.ndarray,
+    corr_prompt: np.ndarray,
+    n_resamples: int = 2000,
+    seed: int = 0,
+) -> PromptSwitch:
+    """Does the correctness prompt agree better with ``truth`` than the faithfulness prompt?
+    Δkappa (correctness − faithfulness prompt) with its bootstrap CI, and the exact McNemar test
+    on the items the two prompts label differently."""
+    t = _labels(truth, "truth")
+    f, c = _pair(faith_prompt, corr_prompt, "faith_prompt", "corr_prompt")
+    est, low, high = bootstrap_kappa_diff(c, t, f, t, n_resamples, seed=seed)
+    b, cc, p = mcnemar_exact(f == t, c == t)
+    return PromptSwitch(judge, kappa(f, t), kappa(c, t), est, low, high, b, cc, p, int(t.size))
+
+
+def detector_auroc(scores: np.ndarray, labels: Mapping[str, np.ndarray]) -> dict[str, float]:
+    """AUROC of one detector score (higher = more likely hallucinated) under each label source;
+    NaN where a source has only one class."""
+    s = np.asarray(scores, dtype=float)
+    out = {}
+    for name, y in labels.items():
+        y = _labels(y, name)
+        if y.shape != s.shape:
+            raise ValueError(f"scores and {name} must have the same length")
+        out[name] = float(roc_auc_score(y, s)) if 0 < y.sum() < y.size else float("nan")
+    return out

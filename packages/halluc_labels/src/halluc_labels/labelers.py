@@ -1,0 +1,516 @@
+"""Automated hallucination labelers behind one interface, in the manner of lm-polygraph's
+``GenerationMetric``: ``score(questions, references, answers) -> (n,)`` and
+``label(questions, references, answers, threshold) -> hallucinated (n,) bool``.
+
+A score is the *support* the labeler finds for the answer, in ``[0, 1]`` (1: fully matches /
+entailed / judged fine); an answer is labelled hallucinated when its score is below the threshold.
+``references[i]`` is one string or a sequence of acceptable strings (reference plus aliases); lexical
+and embedding scores take the maximum over them.
+
+- lexical: :class:`ExactMatch`, :class:`TokenF1` (SQuAD normalisation), :class:`RougeL`
+  (``rouge-score``), :class:`SentenceBLEU` and :class:`ChrF` (``sacrebleu``);
+- :class:`EmbeddingCosine` over an :class:`LMEmbedder` (mean-pooled residual stream of any HF causal
+  LM) or a :class:`SentenceTransformerEmbedder` (a local sentence-transformers model);
+- :class:`NLILabeler`: does question + reference entail the answer (any HF sequence classifier);
+- :class:`JudgeLabeler`: an LLM judge under a faithfulness or a correctness prompt (:data:`PROMPTS`),
+  its verdict read from P(Yes) vs P(No) or parsed from a greedy answer.
+"""
+
+from __future__ import annotations
+
+import collections
+import inspect
+import os
+from collections.abc import Sequence
+from typing import Any, Literal
+
+import numpy as np
+import torch
+
+from paper_common.facts import normalize_answer
+from paper_common.lm import greedy_answer, next_token_logprobs, residual_stream
+
+__all__ = [
+    "PROMPTS",
+    "ChrF",
+    "EmbeddingCosine",
+    "ExactMatch",
+    "JudgeLabeler",
+    "LMEmbedder",
+    "Labeler",
+    "NLILabeler",
+    "RougeL",
+    "SentenceBLEU",
+    "SentenceTransformerEmbedder",
+    "TokenF1",
+    "judge_prompt",
+    "nli_premise",
+    "token_f1",
+]
+
+References = Sequence[str | Sequence[str]]
+
+
+def _refs(reference: str | Sequence[str]) -> list[str]:
+    refs = [reference] if isinstance(reference, str) else list(reference)
+    refs = [r for r in refs if isinstance(r, str) and r.strip()]
+    return refs
+
+
+def check_inputs(
+    questions: Sequence[str], references: References, answers: Sequence[str]
+) -> tuple[list[str], list[list[str]], list[str]]:
+    """Validate the three parallel inputs; raises ``ValueError`` naming what is wrong."""
+    for name, seq in (("questions", questions), ("references", references), ("answers", answers)):
+        if isinstance(seq, str):
+            raise TypeError(f"{name} must be a sequence of strings, not one string")
+    qs, rs, ans = list(questions), list(references), list(answers)
+    if not len(qs) == len(rs) == len(ans):
+        raise ValueError(
+            "questions, references and answers must have the same length; "
+            f"got {len(qs)}, {len(rs)} and {len(ans)}"
+        )
+    refs = []
+    for i, r in enumerate(rs):
+        cleaned = _refs(r)
+        if not cleaned:
+            raise ValueError(f"reference {i} is empty; every item needs a non-empty reference")
+        refs.append(cleaned)
+    return [str(q) for q in qs], refs, [str(a) for a in ans]
+
+
+def _check_threshold(threshold: float) -> float:
+    if not 0.0 <= float(threshold) <= 1.0:
+        raise ValueError(f"threshold must be in [0, 1]; got {threshold}")
+    return float(threshold)
+
+
+class Labeler:
+    """Base class: subclasses implement :meth:`_score` on validated inputs.
+
+    Attributes: ``name`` (shown in tables), ``threshold`` (default for :meth:`label`), ``family``
+    (lexical / embedding / nli / judge).
+    """
+
+    name: str = "labeler"
+    family: str = "other"
+
+    def __init__(self, threshold: float = 0.5, name: str | None = None) -> None:
+        self.threshold = _check_threshold(threshold)
+        if name is not None:
+            self.name = name
+
+    def _score(self, questions: list[str], refs: list[list[str]], answers: list[str]) -> np.ndarray:
+        raise NotImplementedError
+
+    def score(
+        self, questions: Sequence[str], references: References, answers: Sequence[str]
+    ) -> np.ndarray:
+        """Support score of each answer, ``(n,)`` float in ``[0, 1]``."""
+        qs, refs, ans = check_inputs(questions, references, answers)
+        if not qs:
+            return np.zeros(0)
+        return np.clip(np.asarray(self._score(qs, refs, ans), dtype=float), 0.0, 1.0)
+
+    def label(
+        self,
+        questions: Sequence[str],
+        references: References,
+        answers: Sequence[str],
+        threshold: float | None = None,
+    ) -> np.ndarray:
+        """Hallucinated (``score < threshold``), ``(n,)`` bool."""
+        t = self.threshold if threshold is None else _check_threshold(threshold)
+        return self.score(questions, references, answers) < t
+
+    def calibrate(
+        self,
+        questions: Sequence[str],
+        references: References,
+        answers: Sequence[str],
+        hallucinated: Sequence[bool],
+    ) -> float:
+        """Set :attr:`threshold` to the one maximising Youden's J (TPR - FPR) on labelled answers."""
+        from sklearn.metrics import roc_curve
+
+        y = np.asarray(hallucinated, dtype=bool)
+        scores = self.score(questions, references, answers)
+        if y.shape != scores.shape:
+            raise ValueError(f"hallucinated must have one label per answer; got {y.shape}")
+        if y.all() or not y.any():
+            raise ValueError("calibration needs both hallucinated and non-hallucinated answers")
+        fpr, tpr, thr = roc_curve(y, -scores)  # low support = hallucinated
+        best = int(np.argmax(tpr - fpr))
+        # flagged when score <= -thr, i.e. score < -thr + a hair
+        self.threshold = float(np.clip(-thr[best] + 1e-9, 0.0, 1.0))
+        return self.threshold
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={self.name!r}, threshold={self.threshold:.3g})"
+
+
+# --------------------------------------------------------------------- lexical
+def token_f1(prediction: str, reference: str) -> float:
+    """SQuAD token F1 after :func:`normalize_answer` (0 when either side is empty, unless both are)."""
+    p, r = normalize_answer(prediction).split(), normalize_answer(reference).split()
+    if not p or not r:
+        return float(p == r)
+    common = collections.Counter(p) & collections.Counter(r)
+    same = sum(common.values())
+    if same == 0:
+        return 0.0
+    precision, recall = same / len(p), same / len(r)
+    return 2 * precision * recall / (precision + recall)
+
+
+class ExactMatch(Labeler):
+    """1 when the normalised answer equals the normalised reference or an alias (SQuAD EM)."""
+
+    name, family = "EM", "lexical"
+
+    def _score(self, questions: list[str], refs: list[list[str]], answers: list[str]) -> np.ndarray:
+        return np.array(
+            [
+                float(normalize_answer(a) in {normalize_answer(r) for r in rs})
+                for a, rs in zip(answers, refs, strict=True)
+            ]
+        )
+
+
+class TokenF1(Labeler):
+    """SQuAD token F1, max over references."""
+
+    name, family = "F1", "lexical"
+
+    def _score(self, questions: list[str], refs: list[list[str]], answers: list[str]) -> np.ndarray:
+        return np.array(
+            [max(token_f1(a, r) for r in rs) for a, rs in zip(answers, refs, strict=True)]
+        )
+
+
+class RougeL(Labeler):
+    """ROUGE-L F-measure (``rouge_score``, no stemming), max over references."""
+
+    family = "lexical"
+
+    def __init__(self, threshold: float = 0.5, name: str | None = None) -> None:
+        super().__init__(threshold, name or f"ROUGE-L@{threshold:g}")
+        from rouge_score import rouge_scorer
+
+        self._scorer = rouge_scorer.RougeScorer(["rougeL"], use_stemmer=False)
+
+    def _score(self, questions: list[str], refs: list[list[str]], answers: list[str]) -> np.ndarray:
+        return np.array(
+            [
+                max(self._scorer.score(r, a)["rougeL"].fmeasure for r in rs)
+                for a, rs in zip(answers, refs, strict=True)
+            ]
+        )
+
+
+class SentenceBLEU(Labeler):
+    """Sentence BLEU (``sacrebleu``, exponential smoothing, effective order) / 100, all references."""
+
+    name, family = "BLEU", "lexical"
+
+    def _score(self, questions: list[str], refs: list[list[str]], answers: list[str]) -> np.ndarray:
+        from sacrebleu.metrics import BLEU
+
+        bleu = BLEU(effective_order=True)
+        return np.array(
+            [bleu.sentence_score(a, rs).score / 100 for a, rs in zip(answers, refs, strict=True)]
+        )
+
+
+class ChrF(Labeler):
+    """Sentence chrF (``sacrebleu``) / 100, best reference."""
+
+    name, family = "chrF", "lexical"
+
+    def _score(self, questions: list[str], refs: list[list[str]], answers: list[str]) -> np.ndarray:
+        from sacrebleu.metrics import CHRF
+
+        chrf = CHRF()
+        return np.array(
+            [
+                max(chrf.sentence_score(a, [r]).score for r in rs) / 100
+                for a, rs in zip(answers, refs, strict=True)
+            ]
+        )
+
+
+# --------------------------------------------------------------------- embeddings
+class LMEmbedder:
+    """Mean-pooled residual stream at ``layer`` (default the last) of any HF causal LM."""
+
+    def __init__(self, model: Any, tokenizer: Any, layer: int = -1, batch_size: int = 64) -> None:
+        self.model, self.tokenizer, self.batch_size = model, tokenizer, batch_size
+        n_layers = model.config.num_hidden_layers
+        self.layer = layer % (n_layers + 1)
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        h = residual_stream(
+            self.model, self.tokenizer, list(texts), [self.layer], "mean", self.batch_size
+        )
+        return h[:, 0].numpy()
+
+
+class SentenceTransformerEmbedder:
+    """A sentence-transformers model from a local path (needs the ``st`` extra)."""
+
+    def __init__(self, path: str | os.PathLike[str], device: str | None = None) -> None:
+        try:
+            from sentence_transformers import SentenceTransformer
+        except ImportError as exc:  # pragma: no cover - the extra is installed in the workspace
+            raise ImportError("pip install 'halluc-labels[st]' for sentence-transformers") from exc
+        if not os.path.isdir(path):
+            raise ValueError(f"{path} is not a directory holding a sentence-transformers model")
+        self.model = SentenceTransformer(str(path), device=device or "cpu")
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        return np.asarray(self.model.encode(list(texts), convert_to_numpy=True))
+
+
+class EmbeddingCosine(Labeler):
+    """Cosine similarity of answer and reference embeddings (max over references), clipped at 0.
+
+    The embedding space sets the scale, so the threshold is usually set by :meth:`calibrate`.
+    """
+
+    family = "embedding"
+
+    def __init__(
+        self,
+        embedder: LMEmbedder | SentenceTransformerEmbedder | Any,
+        threshold: float = 0.5,
+        name: str = "embed-cos",
+    ) -> None:
+        super().__init__(threshold, name)
+        if not hasattr(embedder, "encode"):
+            raise TypeError("embedder needs an encode(texts) -> (n, d) array method")
+        self.embedder = embedder
+
+    def _score(self, questions: list[str], refs: list[list[str]], answers: list[str]) -> np.ndarray:
+        flat = [r for rs in refs for r in rs]
+        owner = np.repeat(np.arange(len(refs)), [len(rs) for rs in refs])
+        e_ans = self.embedder.encode(answers)
+        e_ref = self.embedder.encode(flat)
+        e_ans = e_ans / np.maximum(np.linalg.norm(e_ans, axis=1, keepdims=True), 1e-12)
+        e_ref = e_ref / np.maximum(np.linalg.norm(e_ref, axis=1, keepdims=True), 1e-12)
+        cos = np.einsum("nd,nd->n", e_ans[owner], e_ref)
+        best = np.full(len(answers), -np.inf)
+        np.maximum.at(best, owner, cos)
+        return best
+
+
+# --------------------------------------------------------------------- NLI
+def _reference_text(reference: Sequence[str]) -> str:
+    extra = " (also: " + ", ".join(reference[1:]) + ")" if len(reference) > 1 else ""
+    return reference[0] + extra
+
+
+def nli_premise(question: str, reference: Sequence[str] | str, with_question: bool = True) -> str:
+    """The NLI premise: "question reference." (aliases in brackets), or the reference alone."""
+    refs = _refs(reference)
+    if not refs:
+        raise ValueError("the reference is empty")
+    ref = _reference_text(refs)
+    return f"{question} {ref}." if with_question else f"{ref}."
+
+
+class NLILabeler(Labeler):
+    """Reference entailment: P(entailment) of premise "question reference" and hypothesis "answer".
+
+    Any ``AutoModelForSequenceClassification`` works; the entailment class is found in
+    ``config.id2label`` (a label containing "entail") unless ``entail_index`` is given. The
+    question is part of the premise unless ``with_question=False``.
+    """
+
+    family = "nli"
+
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        entail_index: int | None = None,
+        threshold: float = 0.5,
+        with_question: bool = True,
+        batch_size: int = 64,
+        name: str = "NLI",
+    ) -> None:
+        super().__init__(threshold, name)
+        self.model, self.tokenizer, self.batch_size = model, tokenizer, batch_size
+        self.with_question = with_question
+        if entail_index is None:
+            labels = {int(k): str(v).lower() for k, v in model.config.id2label.items()}
+            hits = [i for i, v in labels.items() if "entail" in v and "not" not in v]
+            if len(hits) != 1:
+                raise ValueError(
+                    f"cannot tell the entailment class from id2label {labels}; pass entail_index"
+                )
+            entail_index = hits[0]
+        if not 0 <= entail_index < model.config.num_labels:
+            raise ValueError(f"entail_index must be in [0, {model.config.num_labels})")
+        self.entail_index = int(entail_index)
+        self._forward_args = set(inspect.signature(model.forward).parameters)
+
+    @classmethod
+    def from_pretrained(cls, path: str | os.PathLike[str], **kwargs: Any) -> NLILabeler:
+        """Load an HF NLI classifier and its tokenizer from a local directory."""
+        import transformers
+
+        if not os.path.isfile(os.path.join(path, "config.json")):
+            raise ValueError(f"{path} holds no saved model (config.json missing)")
+        model = transformers.AutoModelForSequenceClassification.from_pretrained(path).eval()
+        tok = transformers.AutoTokenizer.from_pretrained(path)
+        return cls(model, tok, **kwargs)
+
+    def probabilities(
+        self, questions: Sequence[str], references: References, answers: Sequence[str]
+    ) -> np.ndarray:
+        """Class probabilities, ``(n, num_labels)``."""
+        qs, refs, ans = check_inputs(questions, references, answers)
+        premises = [nli_premise(q, r, self.with_question) for q, r in zip(qs, refs, strict=True)]
+        device = next(self.model.parameters()).device
+        out = []
+        with torch.inference_mode():
+            for i in range(0, len(ans), self.batch_size):
+                enc = self.tokenizer(
+                    premises[i : i + self.batch_size],
+                    ans[i : i + self.batch_size],
+                    padding=True,
+                    truncation=True,
+                    return_tensors="pt",
+                ).to(device)
+                if "token_type_ids" not in self._forward_args:
+                    enc.pop("token_type_ids", None)
+                logits = self.model(**enc).logits.float()
+                out.append(torch.softmax(logits, -1).cpu().numpy())
+        return np.concatenate(out) if out else np.zeros((0, self.model.config.num_labels))
+
+    def _score(self, questions: list[str], refs: list[list[str]], answers: list[str]) -> np.ndarray:
+        return self.probabilities(questions, refs, answers)[:, self.entail_index]
+
+
+# --------------------------------------------------------------------- LLM judges
+PROMPTS: dict[str, str] = {
+    "faithfulness": "Is every claim in the answer stated in the reference?",
+    "correctness": "Is the answer free of false claims? Missing from the reference is no error.",
+}
+"""The criterion each judge prompt asks for; ``Yes`` means the answer is acceptable."""
+
+
+def judge_prompt(
+    question: str,
+    reference: Sequence[str] | str,
+    answer: str,
+    prompt: str = "correctness",
+    show_question: bool = True,
+    unsure: bool = False,
+) -> str:
+    """The judge's text for one item: reference, (question,) answer, the criterion, the options."""
+    if prompt not in PROMPTS:
+        raise ValueError(f"unknown prompt variant {prompt!r}; known: {', '.join(PROMPTS)}")
+    refs = _refs(reference)
+    if not refs:
+        raise ValueError("the reference is empty")
+    parts = [f"Reference: {_reference_text(refs)}."]
+    if show_question:
+        parts.append(f"Question: {question}")
+    parts.append(f"Answer: {answer.strip()}")
+    if not parts[-1].endswith("."):
+        parts[-1] += "."
+    parts.append(PROMPTS[prompt])
+    parts.append("Reply Yes, No or Unsure. A:" if unsure else "Reply Yes or No. A:")
+    return " ".join(parts)
+
+
+def _first_ids(tok: Any, words: Sequence[str]) -> list[int]:
+    ids = set()
+    for w in words:
+        enc = tok(w, add_special_tokens=False)["input_ids"]
+        if enc and enc[0] != tok.unk_token_id:
+            ids.add(int(enc[0]))
+    return sorted(ids)
+
+
+class JudgeLabeler(Labeler):
+    """An LLM judge: any HF causal LM asked :func:`judge_prompt`.
+
+    ``verdict="logprob"``: score = P(Yes) / (P(Yes) + P(No)) from :func:`next_token_logprobs`
+    (" Yes"/"Yes" and " No"/"No" first tokens pooled); with ``unsure`` an answer whose P(Unsure)
+    beats both counts as ``unsure_as`` (hallucinated by default). ``verdict="generate"``: the greedy
+    reply's first word (yes 1, no 0, anything else 0.5, counted in :attr:`unparsed`). A tokenizer
+    with a chat template gets the prompt as a user turn (``chat_template=None``: when it has one).
+    """
+
+    family = "judge"
+
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        prompt: str = "correctness",
+        show_question: bool = True,
+        unsure: bool = False,
+        verdict: Literal["logprob", "generate"] = "logprob",
+        chat_template: bool | None = None,
+        threshold: float = 0.5,
+        unsure_as: bool = True,
+        batch_size: int = 64,
+        name: str | None = None,
+    ) -> None:
+        if prompt not in PROMPTS:
+            raise ValueError(f"unknown prompt variant {prompt!r}; known: {', '.join(PROMPTS)}")
+        if verdict not in ("logprob", "generate"):
+            raise ValueError(f"verdict must be 'logprob' or 'generate'; got {verdict!r}")
+        super().__init__(threshold, name or f"judge[{prompt}]")
+        self.model, self.tokenizer, self.batch_size = model, tokenizer, batch_size
+        self.prompt, self.show_question, self.unsure = prompt, show_question, unsure
+        self.verdict, self.unsure_as = verdict, unsure_as
+        has_template = bool(getattr(tokenizer, "chat_template", None))
+        self.chat_template = has_template if chat_template is None else chat_template
+        if self.chat_template and not has_template:
+            raise ValueError("chat_template=True but the tokenizer has no chat template")
+        self.yes_ids = _first_ids(tokenizer, [" Yes", "Yes"])
+        self.no_ids = _first_ids(tokenizer, [" No", "No"])
+        self.unsure_ids = _first_ids(tokenizer, [" Unsure", "Unsure"])
+        if verdict == "logprob" and (not self.yes_ids or not self.no_ids):
+            raise ValueError("the tokenizer cannot spell 'Yes' and 'No'; use verdict='generate'")
+        self.unparsed = 0
+
+    def texts(
+        self, questions: Sequence[str], refs: References, answers: Sequence[str]
+    ) -> list[str]:
+        texts = [
+            judge_prompt(q, r, a, self.prompt, self.show_question, self.unsure)
+            for q, r, a in zip(questions, refs, answers, strict=True)
+        ]
+        if self.chat_template:
+            texts = [
+                self.tokenizer.apply_chat_template(
+                    [{"role": "user", "content": t}], tokenize=False, add_generation_prompt=True
+                )
+                for t in texts
+            ]
+        return texts
+
+    def _score(self, questions: list[str], refs: list[list[str]], answers: list[str]) -> np.ndarray:
+        texts = self.texts(questions, refs, answers)
+        if self.verdict == "generate":
+            replies = greedy_answer(self.model, self.tokenizer, texts, 4, self.batch_size)
+            words = [normalize_answer(r).split()[:1] for r in replies]
+            table = {"yes": 1.0, "no": 0.0}
+            scores = np.array([table.get(w[0] if w else "", 0.5) for w in words])
+            self.unparsed = int(sum((w[0] if w else "") not in table for w in words))
+            return scores
+        lp = next_token_logprobs(self.model, self.tokenizer, texts, self.batch_size)
+        yes = torch.logsumexp(lp[:, self.yes_ids], -1)
+        no = torch.logsumexp(lp[:, self.no_ids], -1)
+        score = torch.sigmoid(yes - no).numpy().astype(float)
+        if self.unsure and self.unsure_ids:
+            unsure = torch.logsumexp(lp[:, self.unsure_ids], -1)
+            abstain = (unsure > torch.maximum(yes, no)).numpy()
+            score[abstain] = 0.0 if self.unsure_as else 1.0
+            self.unparsed = int(abstain.sum())
+        return score

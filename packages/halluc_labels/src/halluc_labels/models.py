@@ -1,0 +1,398 @@
+"""Our own generators, judges and NLI classifier: tiny real transformers trained on a World.
+
+All share one word-level tokenizer (:func:`world_tokenizer`) that covers every text the World, the
+answer styles and the judge prompts can produce. Each model reads the World's statements (what it
+knows) and is tuned on *format* facts only, then used on held-out facts (the World's format split):
+
+- a **generator** (:class:`GeneratorSpec`) answers "Q: ... A:" in a mix of styles: short, a full
+  sentence, verbose (an extra claim), an alias, an abstention; its cutoff year sets what it knows;
+- a **judge** (:class:`JudgeSpec`) answers :func:`halluc_labels.labelers.judge_prompt` under both
+  prompts with World labels (Yes = faithful / correct), and the plain questions too, so what it knows
+  can be checked; ``knowledge`` < 1 drops the statements of some held-out subjects;
+- the **NLI classifier** (:class:`NLISpec`) is a Llama sequence classifier on premise "question
+  reference." and hypothesis "answer": entailment (faithful), contradiction (a different entity
+  than the reference) or neutral (an abstention or an extra claim).
+
+Trained models are cached on disk (``$PAPER_CACHE_DIR/halluc_labels``) by a hash of the World and
+the spec, and loaded back with ``from_pretrained``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import torch
+import transformers
+from transformers import PreTrainedTokenizerFast
+
+from halluc_labels.data import (
+    ABSTAIN,
+    DATASETS,
+    AliasBook,
+    LabeledAnswer,
+    QAExample,
+    controlled_answers,
+    make_examples,
+)
+from halluc_labels.labelers import PROMPTS, judge_prompt, nli_premise
+from paper_common.facts import RELATIONS, World
+from paper_common.lm import (
+    build_tokenizer,
+    fact_lm_cache_dir,
+    load_lm,
+    tiny_causal_lm,
+    train_causal_lm,
+)
+
+__all__ = [
+    "NLI_LABELS",
+    "STYLES",
+    "GeneratorSpec",
+    "JudgeSpec",
+    "NLISpec",
+    "cache_dir",
+    "judge_pairs",
+    "nli_label",
+    "style_answer",
+    "train_model",
+    "world_tokenizer",
+]
+
+STYLES = ("short", "sentence", "verbose", "alias", "abstain")
+NLI_LABELS = {0: "entailment", 1: "neutral", 2: "contradiction"}
+_NEUTRAL_TYPES = {"abstention", "verbose_correct", "extra_false", "over_specific", "unlisted_alias"}
+
+
+@dataclass(frozen=True)
+class GeneratorSpec:
+    """A generator: architecture and size, seed, the cutoff year of its knowledge, its style mix
+    (weights of :data:`STYLES`)."""
+
+    name: str
+    arch: Literal["llama", "qwen2", "gpt2"] = "llama"
+    d_model: int = 64
+    n_layers: int = 2
+    seed: int = 0
+    cutoff: int | None = None
+    styles: tuple[float, ...] = (0.5, 0.2, 0.15, 0.1, 0.05)
+    steps: int = 1200
+    lr: float = 3e-3
+    batch_size: int = 32
+
+
+@dataclass(frozen=True)
+class JudgeSpec:
+    """A judge: architecture and size, seed, and the share of held-out subjects it read about."""
+
+    name: str
+    arch: Literal["llama", "qwen2", "gpt2"] = "llama"
+    d_model: int = 64
+    n_layers: int = 2
+    seed: int = 0
+    knowledge: float = 1.0
+    steps: int = 1500
+    lr: float = 3e-3
+    batch_size: int = 32
+
+
+@dataclass(frozen=True)
+class NLISpec:
+    """The reference-entailment classifier (a Llama sequence classifier)."""
+
+    name: str = "nli"
+    d_model: int = 64
+    n_layers: int = 2
+    seed: int = 0
+    steps: int = 500
+    lr: float = 2e-3
+    batch_size: int = 32
+
+
+def cache_dir() -> Path:
+    """Where trained models are cached: next to ``paper_common``'s fact LMs."""
+    return fact_lm_cache_dir().parent / "halluc_labels"
+
+
+# --------------------------------------------------------------------- texts
+def _examples(world: World, split: str, seed: int, t_query: int | None = None) -> list[QAExample]:
+    return [
+        e
+        for ds in DATASETS
+        for e in make_examples(world, ds, split=split, seed=seed, t_query=t_query)
+    ]
+
+
+def _truth(world: World, ex: QAExample, t: int) -> str:
+    if ex.relation.startswith("inverse:"):
+        base = RELATIONS[ex.relation[8:]]
+        valid = [
+            e for e in world.entities[base.subject] if world.value_at(e, base.name, t) == ex.subject
+        ]
+        return ex.reference if ex.reference in valid else (valid[0] if valid else ex.reference)
+    return world.value_at(ex.subject, ex.relation, t)
+
+
+def style_answer(
+    world: World, book: AliasBook, ex: QAExample, style: str, t: int | None = None
+) -> str:
+    """The true answer (at year ``t``, default the query year) to ``ex`` in one of :data:`STYLES`."""
+    if style not in STYLES:
+        raise ValueError(f"style must be one of {', '.join(STYLES)}; got {style!r}")
+    t = ex.t_query if t is None else t
+    truth = _truth(world, ex, t)
+    kind = world.entity_type[truth]
+    if style == "abstain":
+        return ABSTAIN
+    if style == "alias":
+        return (world.aliases(truth) or (book.aka[truth],))[0]
+    if style == "sentence":
+        if ex.relation.startswith("inverse:"):
+            return RELATIONS[ex.relation[8:]].statements[0].format(s=truth, v=ex.subject)
+        return RELATIONS[ex.relation].statements[0].format(s=ex.subject, v=truth)
+    if style == "verbose":
+        extra = {"city": "located_in", "person": "lives_in", "company": "headquartered_in"}.get(
+            kind, "capital_of"
+        )
+        if ex.relation.startswith("inverse:") and ex.relation[8:] == extra:
+            return truth
+        value = world.value_at(truth, extra, t)
+        return f"{truth}. " + RELATIONS[extra].statements[0].format(s=truth, v=value)
+    return truth
+
+
+def judge_pairs(answers: list[LabeledAnswer], rng: np.random.Generator) -> list[tuple[str, str]]:
+    """(prompt, " Yes"/" No") pairs for both prompts, Yes when faithful / correct; per prompt the
+    rarer verdict is resampled up to the count of the other, so neither prompt is learnt as a prior
+    (most answer types are unfaithful)."""
+    pairs = []
+    for prompt in PROMPTS:
+        by_verdict: dict[bool, list[tuple[str, str]]] = {True: [], False: []}
+        for a in answers:
+            ok = bool(a.faithful if prompt == "faithfulness" else a.correct)
+            text = judge_prompt(
+                a.example.question,
+                a.example.references,
+                a.answer,
+                prompt,
+                show_question=bool(rng.random() < 0.7),
+            )
+            by_verdict[ok].append((text, " Yes" if ok else " No"))
+        n = max(len(v) for v in by_verdict.values())
+        for group in by_verdict.values():
+            if group:
+                extra = rng.integers(0, len(group), size=n - len(group))
+                pairs += group + [group[i] for i in extra]
+    return pairs
+
+
+def nli_label(answer: LabeledAnswer) -> int:
+    """Entailment (0) when faithful, neutral (1) for an abstention or an extra claim, else
+    contradiction (2): the answer names another entity than the reference."""
+    if answer.faithful:
+        return 0
+    return 1 if answer.answer_type in _NEUTRAL_TYPES else 2
+
+
+def world_tokenizer(world: World, book: AliasBook | None = None) -> PreTrainedTokenizerFast:
+    """One word-level tokenizer for every model of ``world``: World texts, "also known as"
+    sentences, every question, styled answer and judge prompt (with the Unsure option)."""
+    book = book or AliasBook(world)
+    texts = world.vocabulary_texts() + book.statements() + [ABSTAIN, "Yes No Unsure"]
+    examples = _examples(world, "all", 0)
+    texts += [e.prompt for e in examples]
+    answers = controlled_answers(world, examples, book=book)
+    texts += [a.answer for a in answers]
+    texts += [
+        judge_prompt(e.question, e.references, ABSTAIN, p, True, True)
+        for e in examples[:3]
+        for p in PROMPTS
+    ]
+    texts += [s.format(s="x") for s in ("{s}.", "{s} (also: {s}, {s}).")]
+    return build_tokenizer(texts)
+
+
+# --------------------------------------------------------------------- training
+def _knowledge_texts(
+    world: World, book: AliasBook, t: int | None, keep: float, seed: int
+) -> list[str]:
+    statements = world.statements("train", t)
+    if keep < 1.0:
+        rng = np.random.default_rng([world.seed, seed, 11])
+        dropped = {s for s in sorted(world.target_subjects) if rng.random() >= keep}
+        statements = [s for s in statements if s.fact.subject not in dropped]
+    return [s.text for s in statements] + book.statements()
+
+
+def _generator_data(world: World, book: AliasBook, spec: GeneratorSpec) -> tuple[list[str], list]:
+    t = spec.cutoff if spec.cutoff is not None else world.end_year
+    texts = _knowledge_texts(world, book, t, 1.0, spec.seed)
+    rng = np.random.default_rng([world.seed, spec.seed, 13])
+    weights = np.asarray(spec.styles, dtype=float)
+    if weights.shape != (len(STYLES),) or weights.min() < 0 or weights.sum() <= 0:
+        raise ValueError(f"styles needs {len(STYLES)} non-negative weights; got {spec.styles}")
+    pairs = []
+    for ex in _examples(world, "train", spec.seed, t_query=t):
+        for style in rng.choice(STYLES, size=2, p=weights / weights.sum()):
+            pairs.append((ex.prompt, " " + style_answer(world, book, ex, str(style), t)))
+    return texts, pairs
+
+
+def _judge_data(world: World, book: AliasBook, spec: JudgeSpec) -> tuple[list[str], list]:
+    texts = _knowledge_texts(world, book, None, spec.knowledge, spec.seed)
+    rng = np.random.default_rng([world.seed, spec.seed, 14])
+    train = _examples(world, "train", spec.seed)
+    pairs = judge_pairs(controlled_answers(world, train, seed=spec.seed, book=book), rng)
+    pairs += [(ex.prompt, " " + style_answer(world, book, ex, "short")) for ex in train]
+    return texts, pairs
+
+
+@contextlib.contextmanager
+def _quiet_hf() -> Iterator[None]:
+    """No "Writing model shards" / "Loading weights" bars for 1 MB models."""
+    from transformers.utils import logging as hf_logging
+
+    bars = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if bars:
+            hf_logging.enable_progress_bar()
+
+
+def _save(model: Any, tok: Any, info: dict, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+    try:
+        with _quiet_hf():
+            model.save_pretrained(tmp)
+            tok.save_pretrained(tmp)
+        (tmp / "info.json").write_text(json.dumps(info, indent=2))
+        try:
+            os.replace(tmp, path)
+        except OSError:  # another process cached it first
+            shutil.rmtree(tmp, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def _train_nli(world: World, book: AliasBook, tok: Any, spec: NLISpec) -> Any:
+    train = _examples(world, "train", spec.seed)
+    answers = controlled_answers(world, train, seed=spec.seed, book=book)
+    prem = [nli_premise(a.example.question, a.example.references) for a in answers]
+    hyp = [a.answer for a in answers]
+    y = torch.tensor([nli_label(a) for a in answers])
+    config = transformers.LlamaConfig(
+        vocab_size=len(tok),
+        hidden_size=spec.d_model,
+        intermediate_size=4 * spec.d_model,
+        num_hidden_layers=spec.n_layers,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        max_position_embeddings=128,
+        pad_token_id=tok.pad_token_id,
+        bos_token_id=tok.bos_token_id,
+        eos_token_id=tok.eos_token_id,
+        num_labels=3,
+        id2label=NLI_LABELS,
+        label2id={v: k for k, v in NLI_LABELS.items()},
+    )
+    torch.manual_seed(spec.seed)
+    model = transformers.LlamaForSequenceClassification(config)
+    enc = tok(prem, hyp, padding=True, return_tensors="pt")
+    optim = torch.optim.AdamW(model.parameters(), lr=spec.lr, weight_decay=0.01)
+    sched = transformers.get_cosine_schedule_with_warmup(optim, spec.steps // 20, spec.steps)
+    gen = torch.Generator().manual_seed(spec.seed)
+    lengths = enc["attention_mask"].sum(1)
+    model.train()
+    # classes drawn equally often: entailment is the rare one
+    weights = (1.0 / torch.bincount(y, minlength=3).clamp(min=1).float())[y]
+    for _ in range(spec.steps):
+        idx = torch.multinomial(weights, spec.batch_size, replacement=True, generator=gen)
+        w = int(lengths[idx].max())
+        out = model(
+            input_ids=enc["input_ids"][idx, :w],
+            attention_mask=enc["attention_mask"][idx, :w],
+            labels=y[idx],
+        )
+        optim.zero_grad(set_to_none=True)
+        out.loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optim.step()
+        sched.step()
+    return model.eval()
+
+
+def train_model(
+    world: World,
+    spec: GeneratorSpec | JudgeSpec | NLISpec,
+    tokenizer: PreTrainedTokenizerFast | None = None,
+    cache: bool = True,
+    progress: bool | None = False,
+) -> tuple[Any, PreTrainedTokenizerFast]:
+    """Train (or load from the cache) the model ``spec`` describes; returns ``(model, tokenizer)``."""
+    if not isinstance(spec, GeneratorSpec | JudgeSpec | NLISpec):
+        raise TypeError(
+            f"spec must be a GeneratorSpec, JudgeSpec or NLISpec; got {type(spec).__name__}"
+        )
+    if isinstance(spec, JudgeSpec) and not 0.0 <= spec.knowledge <= 1.0:
+        raise ValueError(f"knowledge must be in [0, 1]; got {spec.knowledge}")
+    config = {
+        "kind": type(spec).__name__,
+        "spec": asdict(spec),
+        "world": world.fingerprint(),
+        "v": 1,
+    }
+    key = hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:20]
+    path = cache_dir() / key
+    if cache and (path / "info.json").exists():
+        return _load(path, spec)
+    book = AliasBook(world)
+    tok = tokenizer or world_tokenizer(world, book)
+    start = time.perf_counter()
+    if isinstance(spec, NLISpec):
+        model = _train_nli(world, book, tok, spec)
+    else:
+        data = _generator_data if isinstance(spec, GeneratorSpec) else _judge_data
+        texts, pairs = data(world, book, spec)
+        model = tiny_causal_lm(tok, spec.arch, spec.n_layers, spec.d_model, 4, seed=spec.seed)
+        train_causal_lm(
+            model,
+            tok,
+            texts,
+            pairs,
+            steps=spec.steps,
+            lr=spec.lr,
+            batch_size=spec.batch_size,
+            seed=spec.seed,
+            max_length=96,
+            progress=progress,
+        )
+    info = {**config, "seconds": time.perf_counter() - start}
+    model.info = info
+    if cache:
+        _save(model, tok, info, path)
+    return model, tok
+
+
+def _load(path: Path, spec: Any) -> tuple[Any, PreTrainedTokenizerFast]:
+    with _quiet_hf():
+        if isinstance(spec, NLISpec):
+            model = transformers.AutoModelForSequenceClassification.from_pretrained(path).eval()
+            tok = PreTrainedTokenizerFast.from_pretrained(path)
+        else:
+            model, tok = load_lm(path)
+    model.info = json.loads((path / "info.json").read_text())
+    return model, tok
