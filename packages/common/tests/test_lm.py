@@ -1,5 +1,7 @@
 """Scoring tools on real (tiny, randomly initialised) Llama, Qwen2 and GPT-2 models."""
 
+import json
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -188,6 +190,18 @@ def test_save_load_round_trip_gives_identical_logits(model, tok, prompts, tmp_pa
     assert torch.equal(
         lm.next_token_logprobs(model, tok, prompts), lm.next_token_logprobs(loaded, tok2, prompts)
     )
+
+
+def test_save_lm_is_atomic_and_keeps_the_first_copy(model, tok, prompts, tmp_path):
+    path = lm.save_lm(model, tok, tmp_path / "m", {"steps": 3})
+    assert json.loads((path / "info.json").read_text()) == {"steps": 3}
+    loaded, tok2 = lm.load_lm(path)
+    assert torch.equal(
+        lm.next_token_logprobs(model, tok, prompts), lm.next_token_logprobs(loaded, tok2, prompts)
+    )
+    lm.save_lm(model, tok, path, {"steps": 99})  # a second writer: the first copy stays
+    assert json.loads((path / "info.json").read_text()) == {"steps": 3}
+    assert [p.name for p in tmp_path.iterdir()] == ["m"]  # no temp directory left behind
 
 
 def test_answer_rank_ranks_the_answer_among_candidates(model, tok, world):

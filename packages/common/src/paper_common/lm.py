@@ -75,8 +75,10 @@ __all__ = [
     "mlp_module",
     "next_token_logprobs",
     "num_layers",
+    "quiet_hf_progress",
     "residual_stream",
     "sample",
+    "save_lm",
     "sequence_logprob",
     "tiny_causal_lm",
     "token_rank",
@@ -227,7 +229,8 @@ def load_lm(path: str | os.PathLike[str], device: Any = None) -> tuple[PreTraine
         tok = PreTrainedTokenizerFast.from_pretrained(path)
     else:
         tok = transformers.AutoTokenizer.from_pretrained(path)
-    model = transformers.AutoModelForCausalLM.from_pretrained(path)
+    with quiet_hf_progress():
+        model = transformers.AutoModelForCausalLM.from_pretrained(path)
     if device is not None:
         model.to(device)
     model.eval()
@@ -434,7 +437,7 @@ def fact_lm(
     with filelock.FileLock(str(path) + ".lock"):
         if not (path / "fact_lm.json").exists():
             model, tok = _train_fact_lm(world, config, progress)
-            _save_atomic(model, tok, model.fact_lm_info, path)
+            save_lm(model, tok, path, model.fact_lm_info, info_file="fact_lm.json")
             return model, tok
     model, tok = load_lm(path, pick_device())
     model.fact_lm_info = json.loads((path / "fact_lm.json").read_text())
@@ -473,17 +476,40 @@ def _train_fact_lm(
     return model, tok
 
 
-def _save_atomic(model: PreTrainedModel, tok: Any, info: dict, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+@contextlib.contextmanager
+def quiet_hf_progress() -> Iterator[None]:
+    """Silence transformers' progress bars ("Writing model shards", "Loading weights") in the block:
+    they are noise for models of a few MB."""
     from transformers.utils import logging as hf_logging
 
     bars = hf_logging.is_progress_bar_enabled()
-    hf_logging.disable_progress_bar()  # no "Writing model shards" bar for a 2 MB model
+    hf_logging.disable_progress_bar()
     try:
-        model.save_pretrained(tmp)
-        tok.save_pretrained(tmp)
-        (tmp / "fact_lm.json").write_text(json.dumps(info, indent=2))
+        yield
+    finally:
+        if bars:
+            hf_logging.enable_progress_bar()
+
+
+def save_lm(
+    model: Any,
+    tok: Any,
+    path: str | os.PathLike[str],
+    info: dict[str, Any] | None = None,
+    info_file: str = "info.json",
+) -> Path:
+    """Save a model, its tokenizer and an ``info`` JSON into ``path`` atomically: written to a temp
+    directory beside it and renamed, so readers never see half a model. If another process saved
+    ``path`` first, theirs is kept. Load it back with :func:`load_lm` (causal LMs)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+    try:
+        with quiet_hf_progress():
+            model.save_pretrained(tmp)
+            tok.save_pretrained(tmp)
+        if info is not None:
+            (tmp / info_file).write_text(json.dumps(info, indent=2))
         try:
             os.replace(tmp, path)
         except OSError:  # another process cached the same model first: keep theirs
@@ -491,9 +517,7 @@ def _save_atomic(model: PreTrainedModel, tok: Any, info: dict, path: Path) -> No
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    finally:
-        if bars:
-            hf_logging.enable_progress_bar()
+    return path
 
 
 # ============================================================================ model anatomy

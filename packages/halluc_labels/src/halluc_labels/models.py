@@ -19,14 +19,9 @@ the spec, and loaded back with ``from_pretrained``.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
-import os
-import shutil
-import tempfile
 import time
-from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -51,6 +46,8 @@ from paper_common.lm import (
     build_tokenizer,
     fact_lm_cache_dir,
     load_lm,
+    quiet_hf_progress,
+    save_lm,
     tiny_causal_lm,
     train_causal_lm,
 )
@@ -257,37 +254,6 @@ def _judge_data(world: World, book: AliasBook, spec: JudgeSpec) -> tuple[list[st
     return texts, pairs
 
 
-@contextlib.contextmanager
-def _quiet_hf() -> Iterator[None]:
-    """No "Writing model shards" / "Loading weights" bars for 1 MB models."""
-    from transformers.utils import logging as hf_logging
-
-    bars = hf_logging.is_progress_bar_enabled()
-    hf_logging.disable_progress_bar()
-    try:
-        yield
-    finally:
-        if bars:
-            hf_logging.enable_progress_bar()
-
-
-def _save(model: Any, tok: Any, info: dict, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
-    try:
-        with _quiet_hf():
-            model.save_pretrained(tmp)
-            tok.save_pretrained(tmp)
-        (tmp / "info.json").write_text(json.dumps(info, indent=2))
-        try:
-            os.replace(tmp, path)
-        except OSError:  # another process cached it first
-            shutil.rmtree(tmp, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-
-
 def _train_nli(world: World, book: AliasBook, tok: Any, spec: NLISpec) -> Any:
     train = _examples(world, "train", spec.seed)
     answers = controlled_answers(world, train, seed=spec.seed, book=book)
@@ -383,12 +349,12 @@ def train_model(
     info = {**config, "seconds": time.perf_counter() - start}
     model.info = info
     if cache:
-        _save(model, tok, info, path)
+        save_lm(model, tok, path, info)
     return model, tok
 
 
 def _load(path: Path, spec: Any) -> tuple[Any, PreTrainedTokenizerFast]:
-    with _quiet_hf():
+    with quiet_hf_progress():
         if isinstance(spec, NLISpec):
             model = transformers.AutoModelForSequenceClassification.from_pretrained(path).eval()
             tok = PreTrainedTokenizerFast.from_pretrained(path)
