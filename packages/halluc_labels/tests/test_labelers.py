@@ -5,6 +5,7 @@ import transformers
 
 from halluc_labels.labelers import (
     PROMPTS,
+    BERTScore,
     ChrF,
     EmbeddingCosine,
     ExactMatch,
@@ -130,13 +131,13 @@ def test_lm_embedding_cosine_and_calibration(tiny):
         labeler.calibrate(Q, R, Q, [True, True, True])
 
 
-def test_sentence_transformer_embedder_from_a_local_path(tmp_path):
-    from sentence_transformers import SentenceTransformer
-    from sentence_transformers.sentence_transformer.modules import Pooling, Transformer
-
+@pytest.fixture(scope="module")
+def bert_dir(tmp_path_factory):
+    """A tiny randomly initialised BERT and its word-piece tokenizer, saved to a directory."""
+    path = tmp_path_factory.mktemp("bert")
     words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "paris", "lyon", "is", "a", "city"]
-    (tmp_path / "vocab.txt").write_text("\n".join(words) + "\n")
-    tok = transformers.BertTokenizerFast(vocab_file=str(tmp_path / "vocab.txt"))
+    (path / "vocab.txt").write_text("\n".join(words) + "\n")
+    tok = transformers.BertTokenizerFast(vocab_file=str(path / "vocab.txt"))
     config = transformers.BertConfig(
         vocab_size=len(words),
         hidden_size=16,
@@ -145,11 +146,16 @@ def test_sentence_transformer_embedder_from_a_local_path(tmp_path):
         intermediate_size=32,
     )
     torch.manual_seed(0)
-    bert_dir = tmp_path / "bert"
-    transformers.BertModel(config).save_pretrained(bert_dir)
-    tok.save_pretrained(bert_dir)
-    encoder = Transformer(str(bert_dir))
-    st = SentenceTransformer(modules=[encoder, Pooling(16, "mean")])
+    transformers.BertModel(config).save_pretrained(path)
+    tok.save_pretrained(path)
+    return path
+
+
+def test_sentence_transformer_embedder_from_a_local_path(bert_dir, tmp_path):
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import Pooling, Transformer
+
+    st = SentenceTransformer(modules=[Transformer(str(bert_dir)), Pooling(16, "mean")])
     st.save(str(tmp_path / "st"))
     labeler = EmbeddingCosine(SentenceTransformerEmbedder(tmp_path / "st"))
     s = labeler.score(["q", "q"], ["paris", "paris"], ["paris", "lyon is a city"])
@@ -157,6 +163,34 @@ def test_sentence_transformer_embedder_from_a_local_path(tmp_path):
     assert s[1] < s[0]
     with pytest.raises(ValueError, match="not a directory"):
         SentenceTransformerEmbedder(tmp_path / "nothing")
+
+
+def test_bertscore_is_greedy_token_matching(bert_dir):
+    scorer = BERTScore.from_pretrained(bert_dir)
+    got = scorer.score(
+        ["q"] * 3, ["paris", ["lyon", "paris is a city"], "a city"], ["paris", "paris", "city a"]
+    )
+    assert got[0] == pytest.approx(1.0, abs=1e-5)  # the reference itself
+    # by hand: last-layer embeddings without [CLS]/[SEP], cosine, greedy max both ways
+    model, tok = scorer.model, scorer.tokenizer
+
+    def emb(text):
+        ids = tok(text, return_tensors="pt")
+        with torch.no_grad():
+            h = model(**ids).last_hidden_state[0, 1:-1]
+        return torch.nn.functional.normalize(h, dim=-1)
+
+    for k, (cand, refs) in enumerate(
+        [("paris", ["lyon", "paris is a city"]), ("city a", ["a city"])]
+    ):
+        best = 0.0
+        for ref in refs:
+            sim = emb(cand) @ emb(ref).T
+            p, r = sim.max(1).values.mean().item(), sim.max(0).values.mean().item()
+            best = max(best, 2 * p * r / (p + r))
+        assert got[k + 1] == pytest.approx(best, abs=1e-5)
+    with pytest.raises(ValueError, match=r"config\.json missing"):
+        BERTScore.from_pretrained(bert_dir / "missing")
 
 
 def _nli_model(tok, id2label):

@@ -41,6 +41,7 @@ from .data import (
 )
 from .labelers import (
     PROMPTS,
+    BERTScore,
     ChrF,
     EmbeddingCosine,
     ExactMatch,
@@ -66,6 +67,7 @@ __all__ = [
     "PROMPTS",
     "TYPE_LABELS",
     "AliasBook",
+    "BERTScore",
     "ChrF",
     "ClaimParser",
     "EmbeddingCosine",

@@ -10,7 +10,8 @@ and embedding scores take the maximum over them.
 - lexical: :class:`ExactMatch`, :class:`TokenF1` (SQuAD normalisation), :class:`RougeL`
   (``rouge-score``), :class:`SentenceBLEU` and :class:`ChrF` (``sacrebleu``);
 - :class:`EmbeddingCosine` over an :class:`LMEmbedder` (mean-pooled residual stream of any HF causal
-  LM) or a :class:`SentenceTransformerEmbedder` (a local sentence-transformers model);
+  LM) or a :class:`SentenceTransformerEmbedder` (a local sentence-transformers model), and
+  :class:`BERTScore` (greedy token matching, any HF encoder);
 - :class:`NLILabeler`: does question + reference entail the answer (any HF sequence classifier);
 - :class:`JudgeLabeler`: an LLM judge under a faithfulness or a correctness prompt (:data:`PROMPTS`),
   its verdict read from P(Yes) vs P(No) or parsed from a greedy answer.
@@ -32,6 +33,7 @@ from paper_common.lm import greedy_answer, next_token_logprobs, residual_stream
 
 __all__ = [
     "PROMPTS",
+    "BERTScore",
     "ChrF",
     "EmbeddingCosine",
     "ExactMatch",
@@ -301,6 +303,77 @@ class EmbeddingCosine(Labeler):
         best = np.full(len(answers), -np.inf)
         np.maximum.at(best, owner, cos)
         return best
+
+
+class BERTScore(Labeler):
+    """BERTScore F1 (Zhang et al. 2020) with the ``bert-score`` package's defaults (no idf weights, no
+    baseline rescaling): contextual token embeddings at ``layer`` (default the last) of any HF
+    model, special tokens left out, each token matched greedily to its most similar token on the
+    other side by cosine; F1 of the mean precision and recall, max over references."""
+
+    family = "embedding"
+
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        layer: int = -1,
+        threshold: float = 0.5,
+        batch_size: int = 64,
+        name: str = "BERTScore",
+    ) -> None:
+        super().__init__(threshold, name)
+        self.model, self.tokenizer, self.layer, self.batch_size = (
+            model,
+            tokenizer,
+            layer,
+            batch_size,
+        )
+
+    @classmethod
+    def from_pretrained(cls, path: str | os.PathLike[str], **kwargs: Any) -> BERTScore:
+        """An encoder (``AutoModel``) and its tokenizer from a local directory."""
+        import transformers
+
+        if not os.path.isfile(os.path.join(path, "config.json")):
+            raise ValueError(f"{path} holds no saved model (config.json missing)")
+        model = transformers.AutoModel.from_pretrained(path).eval()
+        return cls(model, transformers.AutoTokenizer.from_pretrained(path), **kwargs)
+
+    def embed(self, texts: Sequence[str]) -> list[torch.Tensor]:
+        """Unit-norm token embeddings of each text, special tokens removed: ``(len_i, d)`` each."""
+        device = next(self.model.parameters()).device
+        out: list[torch.Tensor] = []
+        with torch.inference_mode():
+            for i in range(0, len(texts), self.batch_size):
+                enc = self.tokenizer(
+                    list(texts[i : i + self.batch_size]),
+                    padding=True,
+                    truncation=True,
+                    return_tensors="pt",
+                    return_special_tokens_mask=True,
+                )
+                special = enc.pop("special_tokens_mask").bool()
+                enc = enc.to(device)
+                hidden = self.model(**enc, output_hidden_states=True).hidden_states[self.layer]
+                hidden = torch.nn.functional.normalize(hidden.float(), dim=-1).cpu()
+                keep = enc["attention_mask"].cpu().bool() & ~special
+                out += [h[k] for h, k in zip(hidden, keep, strict=True)]
+        return out
+
+    def _score(self, questions: list[str], refs: list[list[str]], answers: list[str]) -> np.ndarray:
+        flat = [r for rs in refs for r in rs]
+        e_ans, e_ref = self.embed(answers), self.embed(flat)
+        scores, k = np.zeros(len(answers)), 0
+        for i, rs in enumerate(refs):
+            best = 0.0
+            for ref in e_ref[k : k + len(rs)]:
+                if len(ref) and len(e_ans[i]):
+                    sim = e_ans[i] @ ref.T
+                    p, r = float(sim.max(1).values.mean()), float(sim.max(0).values.mean())
+                    best = max(best, 2 * p * r / (p + r) if p + r > 0 else 0.0)
+            scores[i], k = best, k + len(rs)
+        return scores
 
 
 # --------------------------------------------------------------------- NLI

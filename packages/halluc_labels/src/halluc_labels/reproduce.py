@@ -37,6 +37,7 @@ from halluc_labels.data import (
     make_examples,
 )
 from halluc_labels.labelers import (
+    BERTScore,
     ChrF,
     EmbeddingCosine,
     ExactMatch,
@@ -80,6 +81,7 @@ SCALES: dict[str, dict[str, Any]] = {
         "gen_steps": 60,
         "judge_steps": 60,
         "nli_steps": 30,
+        "bertscore": True,  # a full-only labeler, exercised here so the tests cover it
         "n_boot": 200,
         "workers": 1,
     },
@@ -90,6 +92,7 @@ SCALES: dict[str, dict[str, Any]] = {
         "gen_steps": 1000,
         "judge_steps": 2000,
         "nli_steps": 1000,
+        "bertscore": False,
         "n_boot": 2000,
         "workers": 2,
     },
@@ -100,6 +103,7 @@ SCALES: dict[str, dict[str, Any]] = {
         "gen_steps": 4000,
         "judge_steps": 8000,
         "nli_steps": 4000,
+        "bertscore": True,
         "n_boot": 5000,
         "workers": 2,
     },
@@ -225,6 +229,11 @@ def reproduce(
     )
     embed = EmbeddingCosine(LMEmbedder(models[gens[0].name], tok), name="embed-cos")
     embed.calibrate(*labeler_inputs(calib), [not a.correct for a in calib])
+    extra: list[Labeler] = []
+    if cfg["bertscore"]:  # on the first generator's residual stream; threshold as the cosine's
+        bert = BERTScore(models[gens[0].name], tok)
+        bert.calibrate(*labeler_inputs(calib), [not a.correct for a in calib])
+        extra.append(bert)
     labelers: list[Labeler] = [
         ExactMatch(),
         TokenF1(),
@@ -233,6 +242,7 @@ def reproduce(
         SentenceBLEU(),
         ChrF(),
         embed,
+        *extra,
         NLILabeler(models["nli"], tok),
     ]
     for j in judges:
