@@ -11,7 +11,7 @@ knows) and is tuned on *format* facts only, then used on held-out facts (the Wor
   can be checked; ``knowledge`` < 1 drops the statements of some held-out subjects;
 - the **NLI classifier** (:class:`NLISpec`) is a Llama sequence classifier on premise "question
   reference." and hypothesis "answer": entailment (faithful), contradiction (a different entity
-  than the reference) or neutral (an abstention or an extra claim).
+  than the reference) or neutral (an abstention, an extra claim or an unlisted alias).
 
 Trained models are cached on disk (``$PAPER_CACHE_DIR/halluc_labels``) by a hash of the World and
 the spec, and loaded back with ``from_pretrained``.
@@ -194,8 +194,8 @@ def judge_pairs(answers: list[LabeledAnswer], rng: np.random.Generator) -> list[
 
 
 def nli_label(answer: LabeledAnswer) -> int:
-    """Entailment (0) when faithful, neutral (1) for an abstention or an extra claim, else
-    contradiction (2): the answer names another entity than the reference."""
+    """Entailment (0) when faithful, neutral (1) for an abstention, an extra claim or an unlisted
+    alias (the reference alone cannot tell), else contradiction (2): another entity."""
     if answer.faithful:
         return 0
     return 1 if answer.answer_type in _NEUTRAL_TYPES else 2
