@@ -121,3 +121,32 @@ def test_flag_rates_by_type_and_auroc():
 def test_bad_input(call, match):
     with pytest.raises(ValueError, match=match):
         call()
+
+
+def test_compare_labelers_on_controlled_answers():
+    from halluc_labels.analysis import compare_labelers
+    from halluc_labels.data import LabeledAnswer, controlled_answers, make_examples
+    from halluc_labels.labelers import ExactMatch, RougeL, TokenF1
+    from paper_common.facts import World
+
+    world = World(seed=2, n_people=24, n_cities=10, n_companies=8, n_countries=4)
+    answers = controlled_answers(world, make_examples(world, "onetoken"))
+    got = compare_labelers(answers, [ExactMatch(), TokenF1(), RougeL(0.5)], switches=[("EM", "F1")])
+    rows = {r["labeler"]: r for r in got.agreement}
+    # exact match against the reference and its listed aliases *is* the faithfulness criterion
+    assert rows["EM"]["kappa_faithfulness"] == 1.0
+    assert rows["EM"]["kappa_correctness"] < 0.5
+    assert got.flag_rates["EM"]["exact"] == 0.0
+    assert got.flag_rates["EM"]["verbose_correct"] == 1.0
+    assert got.names == ["EM", "F1", "ROUGE-L@0.5"]
+    np.testing.assert_allclose(got.kappa, got.kappa.T)
+    assert got.switches[0].n == len(answers)
+    # human labels only: no faithfulness column
+    human = [LabeledAnswer(a.example, a.answer, a.correct, None, "", "g") for a in answers]
+    assert "kappa_faithfulness" not in compare_labelers(human, [ExactMatch()]).agreement[0]
+    with pytest.raises(ValueError, match="correctness label"):
+        compare_labelers([LabeledAnswer(answers[0].example, "x", None, None)], [ExactMatch()])
+    with pytest.raises(ValueError, match="unique"):
+        compare_labelers(answers, [ExactMatch(), ExactMatch()])
+    with pytest.raises(ValueError, match="names a labeler"):
+        compare_labelers(answers, [ExactMatch()], switches=[("EM", "judge")])

@@ -217,6 +217,7 @@ def test_nli_labeler_loads_from_a_local_path(tiny, tmp_path):
     tok.save_pretrained(tmp_path)
     labeler = NLILabeler.from_pretrained(tmp_path)
     assert labeler.entail_index == 2
+    assert labeler.tokenizer(Q)["input_ids"] == tok(Q)["input_ids"]  # not Llama's own tokenizer
     probs = labeler.probabilities(Q, R, ["Shakespeare", "Lyon", "Saturn"])
     np.testing.assert_allclose(probs.sum(1), 1.0, atol=1e-5)
     np.testing.assert_allclose(labeler.score(Q, R, ["Shakespeare", "Lyon", "Saturn"]), probs[:, 2])

@@ -71,6 +71,7 @@ __all__ = [
     "final_norm",
     "greedy_answer",
     "load_lm",
+    "load_tokenizer",
     "logit_lens",
     "mlp_module",
     "next_token_logprobs",
@@ -217,18 +218,23 @@ def tiny_causal_lm(
     return model.eval()
 
 
+def load_tokenizer(path: str | os.PathLike[str]) -> Any:
+    """The tokenizer saved in ``path``: ``AutoTokenizer``, except for a tokenizer built by
+    :func:`build_tokenizer`, which ``AutoTokenizer`` would replace by the architecture's own class."""
+    path = Path(path)
+    tok_config = path / "tokenizer_config.json"
+    cls = json.loads(tok_config.read_text()).get("tokenizer_class") if tok_config.exists() else None
+    if cls in ("TokenizersBackend", "PreTrainedTokenizerFast"):
+        return PreTrainedTokenizerFast.from_pretrained(path)
+    return transformers.AutoTokenizer.from_pretrained(path)
+
+
 def load_lm(path: str | os.PathLike[str], device: Any = None) -> tuple[PreTrainedModel, Any]:
     """``from_pretrained`` of a model and its tokenizer saved in one directory (any HF causal LM)."""
     path = Path(path)
     if not (path / "config.json").exists():
         raise ValueError(f"{path} holds no saved model (config.json missing)")
-    tok_config = path / "tokenizer_config.json"
-    cls = json.loads(tok_config.read_text()).get("tokenizer_class") if tok_config.exists() else None
-    if cls in ("TokenizersBackend", "PreTrainedTokenizerFast"):
-        # a tokenizer built here: AutoTokenizer would pick the architecture's own class instead
-        tok = PreTrainedTokenizerFast.from_pretrained(path)
-    else:
-        tok = transformers.AutoTokenizer.from_pretrained(path)
+    tok = load_tokenizer(path)
     with quiet_hf_progress():
         model = transformers.AutoModelForCausalLM.from_pretrained(path)
     if device is not None:

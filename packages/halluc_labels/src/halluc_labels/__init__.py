@@ -9,9 +9,11 @@ label source. Loaders for human-labelled answers and TriviaQA / NQ-Open / SQuAD 
 """
 
 from .analysis import (
+    LabelerComparison,
     PromptSwitch,
     agreement_table,
     bootstrap_kappa_diff,
+    compare_labelers,
     detector_auroc,
     flag_rates_by_type,
     kappa,
@@ -78,6 +80,7 @@ __all__ = [
     "LMEmbedder",
     "LabeledAnswer",
     "Labeler",
+    "LabelerComparison",
     "NLILabeler",
     "NLISpec",
     "ParsedAnswer",
@@ -89,6 +92,7 @@ __all__ = [
     "TokenF1",
     "agreement_table",
     "bootstrap_kappa_diff",
+    "compare_labelers",
     "controlled_answers",
     "detector_auroc",
     "flag_rates_by_type",

@@ -8,16 +8,23 @@ Labels are boolean arrays, ``True`` = hallucinated, one per answer.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from scipy.stats import binomtest
 from sklearn.metrics import cohen_kappa_score, precision_score, recall_score, roc_auc_score
 
+if TYPE_CHECKING:
+    from halluc_labels.data import LabeledAnswer
+    from halluc_labels.labelers import Labeler
+
 __all__ = [
+    "LabelerComparison",
     "PromptSwitch",
     "agreement_table",
     "bootstrap_kappa_diff",
+    "compare_labelers",
     "detector_auroc",
     "flag_rates_by_type",
     "kappa",
@@ -221,3 +228,64 @@ def detector_auroc(scores: np.ndarray, labels: Mapping[str, np.ndarray]) -> dict
             raise ValueError(f"scores and {name} must have the same length")
         out[name] = float(roc_auc_score(y, s)) if 0 < y.sum() < y.size else float("nan")
     return out
+
+
+@dataclass
+class LabelerComparison:
+    """Every labeler on one set of labelled answers: its ``flags``, the ``agreement`` rows (kappa
+    against correctness and, where known, faithfulness; precision and recall), the pairwise
+    ``kappa`` matrix over ``names``, flag rates by answer type, and prompt switches."""
+
+    flags: dict[str, np.ndarray]
+    agreement: list[dict[str, Any]]
+    names: list[str]
+    kappa: np.ndarray
+    flag_rates: dict[str, dict[str, float]]
+    switches: list[PromptSwitch] = field(default_factory=list)
+
+
+def compare_labelers(
+    answers: Sequence[LabeledAnswer],
+    labelers: Sequence[Labeler],
+    switches: Sequence[tuple[str, str]] = (),
+    n_resamples: int = 2000,
+    seed: int = 0,
+) -> LabelerComparison:
+    """Run ``labelers`` on answers with known correctness (human labels, or the World's) and
+    compare them. ``switches``: ``(faithfulness-prompt labeler, correctness-prompt labeler)`` name
+    pairs to test with :func:`prompt_switch`. Faithfulness columns appear only when every answer has
+    a faithfulness label; flag rates by type only when answers carry types."""
+    from halluc_labels.data import labeler_inputs
+
+    answers = list(answers)
+    if not answers:
+        raise ValueError("answers is empty")
+    if any(a.correct is None for a in answers):
+        raise ValueError("every answer needs a correctness label (drop the unparsable ones)")
+    names = [lab.name for lab in labelers]
+    if len(set(names)) != len(names):
+        raise ValueError(f"labeler names must be unique; got {names}")
+    truth = np.array([not a.correct for a in answers])
+    unfaithful = (
+        np.array([not a.faithful for a in answers])
+        if all(a.faithful is not None for a in answers)
+        else None
+    )
+    inputs = labeler_inputs(answers)
+    flags = {lab.name: lab.label(*inputs) for lab in labelers}
+    types = [a.answer_type or "untyped" for a in answers]
+    known = set(flags)
+    rows = []
+    for faith, corr in switches:
+        if faith not in known or corr not in known:
+            raise ValueError(f"switch ({faith!r}, {corr!r}) names a labeler not in {names}")
+        rows.append(prompt_switch(corr, truth, flags[faith], flags[corr], n_resamples, seed))
+    order, matrix = kappa_matrix(flags) if len(flags) > 1 else (names, np.ones((1, 1)))
+    return LabelerComparison(
+        flags=flags,
+        agreement=agreement_table(flags, truth, unfaithful),
+        names=order,
+        kappa=matrix,
+        flag_rates={n: flag_rates_by_type(f, types) for n, f in flags.items()},
+        switches=rows,
+    )

@@ -29,7 +29,13 @@ import numpy as np
 import torch
 
 from paper_common.facts import normalize_answer
-from paper_common.lm import greedy_answer, next_token_logprobs, residual_stream
+from paper_common.lm import (
+    greedy_answer,
+    load_tokenizer,
+    next_token_logprobs,
+    quiet_hf_progress,
+    residual_stream,
+)
 
 __all__ = [
     "PROMPTS",
@@ -337,8 +343,9 @@ class BERTScore(Labeler):
 
         if not os.path.isfile(os.path.join(path, "config.json")):
             raise ValueError(f"{path} holds no saved model (config.json missing)")
-        model = transformers.AutoModel.from_pretrained(path).eval()
-        return cls(model, transformers.AutoTokenizer.from_pretrained(path), **kwargs)
+        with quiet_hf_progress():
+            model = transformers.AutoModel.from_pretrained(path).eval()
+        return cls(model, load_tokenizer(path), **kwargs)
 
     def embed(self, texts: Sequence[str]) -> list[torch.Tensor]:
         """Unit-norm token embeddings of each text, special tokens removed: ``(len_i, d)`` each."""
@@ -434,9 +441,9 @@ class NLILabeler(Labeler):
 
         if not os.path.isfile(os.path.join(path, "config.json")):
             raise ValueError(f"{path} holds no saved model (config.json missing)")
-        model = transformers.AutoModelForSequenceClassification.from_pretrained(path).eval()
-        tok = transformers.AutoTokenizer.from_pretrained(path)
-        return cls(model, tok, **kwargs)
+        with quiet_hf_progress():
+            model = transformers.AutoModelForSequenceClassification.from_pretrained(path).eval()
+        return cls(model, load_tokenizer(path), **kwargs)
 
     def probabilities(
         self, questions: Sequence[str], references: References, answers: Sequence[str]

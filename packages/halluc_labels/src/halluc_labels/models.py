@@ -46,6 +46,7 @@ from paper_common.lm import (
     build_tokenizer,
     fact_lm_cache_dir,
     load_lm,
+    load_tokenizer,
     quiet_hf_progress,
     save_lm,
     tiny_causal_lm,
@@ -357,7 +358,7 @@ def _load(path: Path, spec: Any) -> tuple[Any, PreTrainedTokenizerFast]:
     with quiet_hf_progress():
         if isinstance(spec, NLISpec):
             model = transformers.AutoModelForSequenceClassification.from_pretrained(path).eval()
-            tok = PreTrainedTokenizerFast.from_pretrained(path)
+            tok = load_tokenizer(path)
         else:
             model, tok = load_lm(path)
     model.info = json.loads((path / "info.json").read_text())
