@@ -6,7 +6,8 @@ Models: :func:`build_tokenizer` (word-level or BPE, trained with Hugging Face ``
 :func:`tiny_causal_lm` (a real Llama / Qwen2 / GPT-2 built from its ``transformers`` config),
 :func:`train_causal_lm` (AdamW + cosine schedule, prompt tokens masked out of the loss), and
 :func:`fact_lm`, a model that has memorised a :class:`paper_common.facts.World`, cached on disk and
-loaded back with ``from_pretrained``.
+loaded back with ``from_pretrained``. :func:`save_lm` saves any model and tokenizer atomically;
+:func:`load_lm` and :func:`load_tokenizer` load them back.
 
 Scoring, batched with padding on any device, for any ``PreTrainedModel`` + tokenizer (Llama, Qwen2,
 GPT-2 families): :func:`next_token_logprobs`, :func:`token_rank`, :func:`answer_rank`,
