@@ -166,7 +166,6 @@ class AliasBook:
                     used.add(name.lower())
                     self.aka[entity] = name
                     break
-        self.entity_of = {v: k for k, v in self.aka.items()}
 
     def statements(self) -> list[str]:
         """One "X is also known as Y." sentence per entity (training text for the fact LMs)."""
@@ -185,6 +184,13 @@ def labeler_inputs(
 
 
 # --------------------------------------------------------------------- datasets
+def _valid_answers(world: World, relation: str, obj: str, t: int | None) -> list[str]:
+    """Every entity ``e`` with ``relation(e) == obj`` in year ``t``, in the World's order: the valid
+    answers to the inverse question ("Name a city in X." for located_in)."""
+    rel = RELATIONS[relation]
+    return [e for e in world.entities[rel.subject] if world.value_at(e, relation, t) == obj]
+
+
 def _question(relation: str, subject: str, template: int = 0) -> str:
     if relation.startswith("inverse:"):
         return INVERSE_QUESTIONS[relation.split(":", 1)[1]].format(s=subject)
@@ -229,11 +235,7 @@ def make_examples(
         if relation.startswith("inverse:"):
             base = RELATIONS[relation.split(":", 1)[1]]
             for obj in world.entities[base.value]:
-                valid = sorted(
-                    e
-                    for e in world.entities[base.subject]
-                    if world.value_at(e, base.name, tq) == obj
-                )
+                valid = sorted(_valid_answers(world, base.name, obj, tq))
                 if wanted(obj) and len(valid) >= 2:
                     ref = str(rng.choice(valid))
                     q = _question(relation, obj)
@@ -332,7 +334,8 @@ class ClaimParser:
         """The World entity ``text`` names (full name, listed alias or unlisted alias), else None."""
         return self.forms.get(normalize_answer(text))
 
-    def _claim(self, sentence: str) -> tuple[str, str, str] | None:
+    def _claim(self, sentence: str) -> tuple[tuple[str, str, str], re.Match[str]] | None:
+        """The claim a statement sentence makes, with the template match it was read from."""
         for pattern, relation in self.templates:
             m = pattern.match(sentence)
             if m is None:
@@ -341,11 +344,11 @@ class ClaimParser:
             if s is None or v is None:
                 continue
             if relation == "aka":
-                return (s, "aka", m.group("v").strip())
+                return (s, "aka", m.group("v").strip()), m
             rel = RELATIONS[relation]
             types = self.world.entity_type
             if types[s] == rel.subject and types[v] == rel.value:
-                return (s, relation, v)
+                return (s, relation, v), m
         return None
 
     def parse(self, answer: str, example: QAExample) -> ParsedAnswer:
@@ -378,17 +381,20 @@ class ClaimParser:
                 return ParsedAnswer(
                     None, "", abstained, (), detail, False, "a bare name after the first sentence"
                 )
-            claim = self._claim(sentence)
-            if claim is None:
+            read = self._claim(sentence)
+            if read is None:
                 return ParsedAnswer(
                     None, "", abstained, (), detail, False, f"sentence {i + 1} not understood"
                 )
+            claim, match = read
             claims.append(claim)
             if main is None and i == 0:
                 answered = self._answers(claim, example)
                 if answered is not None:
                     main = answered
-                    main_text = self._surface(sentence, claim, example)
+                    # the answer's own words: the subject slot for an inverse question
+                    inverse = example.relation.startswith("inverse:")
+                    main_text = match.group("s" if inverse else "v").strip()
         return ParsedAnswer(main, main_text, abstained, tuple(claims), detail, True)
 
     def _answers(self, claim: tuple[str, str, str], example: QAExample) -> str | None:
@@ -397,14 +403,6 @@ class ClaimParser:
             base = example.relation.split(":", 1)[1]
             return s if relation == base and v == example.subject else None
         return v if relation == example.relation and s == example.subject else None
-
-    def _surface(self, sentence: str, claim: tuple[str, str, str], example: QAExample) -> str:
-        for pattern, _ in self.templates:
-            m = pattern.match(sentence)
-            if m is not None:
-                inverse = example.relation.startswith("inverse:")
-                return m.group("s" if inverse else "v").strip()
-        return claim[2]  # pragma: no cover - a claim always came from a template
 
 
 _PARSERS: dict[int, ClaimParser] = {}
@@ -475,11 +473,8 @@ def label_answer(
         and normalize_answer(parsed.main_text) in refs
         and all(restates(c) for c in parsed.claims)
     )
-    return (
-        correct,
-        faithful,
-        _type_of(world, example, parsed, main_ok, claims_true, under, faithful),
-    )
+    kind = _type_of(world, example, parsed, main_ok, claims_true, under, faithful, ref_entity)
+    return correct, faithful, kind
 
 
 def _type_of(
@@ -490,6 +485,7 @@ def _type_of(
     claims_true: list[bool],
     under: bool,
     faithful: bool,
+    ref_entity: str | None,
 ) -> str:
     """The answer type a parsed answer shows (the most telling one when several apply)."""
     if parsed.main is None:
@@ -506,16 +502,12 @@ def _type_of(
         return "extra_false"
     if under:
         return "under_specific"
-    if parsed.main != _ref_entity(world, example):
+    if parsed.main != ref_entity:
         return "other_valid" if example.relation.startswith("inverse:") else "outdated_reference"
     refs = {normalize_answer(r) for r in example.references}
     if normalize_answer(parsed.main_text) not in refs | {normalize_answer(parsed.main)}:
         return "unlisted_alias"
     return "over_specific" if parsed.detail else "verbose_correct"
-
-
-def _ref_entity(world: World, example: QAExample) -> str | None:
-    return _parser(world, None).entity(example.reference)
 
 
 def label_answers(
@@ -593,7 +585,7 @@ def _answers_for(
     if inverse:
         base = RELATIONS[ex.relation.split(":", 1)[1]]
         pool = world.entities[base.subject]
-        valid = [e for e in pool if world.value_at(e, base.name, tq) == ex.subject]
+        valid = _valid_answers(world, base.name, ex.subject, tq)
         truth = ex.reference
         wrong = _other(rng, pool, set(valid))
     else:

@@ -37,6 +37,7 @@ from halluc_labels.data import (
     AliasBook,
     LabeledAnswer,
     QAExample,
+    _valid_answers,
     controlled_answers,
     make_examples,
 )
@@ -133,10 +134,7 @@ def _examples(world: World, split: str, seed: int, t_query: int | None = None) -
 
 def _truth(world: World, ex: QAExample, t: int) -> str:
     if ex.relation.startswith("inverse:"):
-        base = RELATIONS[ex.relation[8:]]
-        valid = [
-            e for e in world.entities[base.subject] if world.value_at(e, base.name, t) == ex.subject
-        ]
+        valid = _valid_answers(world, ex.relation[8:], ex.subject, t)
         return ex.reference if ex.reference in valid else (valid[0] if valid else ex.reference)
     return world.value_at(ex.subject, ex.relation, t)
 
