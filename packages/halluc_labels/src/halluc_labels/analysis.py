@@ -248,13 +248,15 @@ def compare_labelers(
     answers: Sequence[LabeledAnswer],
     labelers: Sequence[Labeler],
     switches: Sequence[tuple[str, str]] = (),
+    type_order: Sequence[str] | None = None,
     n_resamples: int = 2000,
     seed: int = 0,
 ) -> LabelerComparison:
     """Run ``labelers`` on answers with known correctness (human labels, or the World's) and
     compare them. ``switches``: ``(faithfulness-prompt labeler, correctness-prompt labeler)`` name
     pairs to test with :func:`prompt_switch`. Faithfulness columns appear only when every answer has
-    a faithfulness label; flag rates by type only when answers carry types."""
+    a faithfulness label. Flag rates are by answer type (``"untyped"`` where none), in
+    ``type_order`` if given."""
     from halluc_labels.data import labeler_inputs
 
     answers = list(answers)
@@ -280,12 +282,12 @@ def compare_labelers(
         if faith not in known or corr not in known:
             raise ValueError(f"switch ({faith!r}, {corr!r}) names a labeler not in {names}")
         rows.append(prompt_switch(corr, truth, flags[faith], flags[corr], n_resamples, seed))
-    order, matrix = kappa_matrix(flags) if len(flags) > 1 else (names, np.ones((1, 1)))
+    order, matrix = kappa_matrix(flags)
     return LabelerComparison(
         flags=flags,
         agreement=agreement_table(flags, truth, unfaithful),
         names=order,
         kappa=matrix,
-        flag_rates={n: flag_rates_by_type(f, types) for n, f in flags.items()},
+        flag_rates={n: flag_rates_by_type(f, types, type_order) for n, f in flags.items()},
         switches=rows,
     )

@@ -18,10 +18,9 @@ import torch
 from tqdm.auto import tqdm
 
 from halluc_labels.analysis import (
-    agreement_table,
     bootstrap_kappa_diff,
+    compare_labelers,
     detector_auroc,
-    flag_rates_by_type,
     kappa_matrix,
     prompt_switch,
 )
@@ -250,27 +249,20 @@ def reproduce(
             labelers.append(
                 JudgeLabeler(models[j.name], tok, prompt, name=f"{j.name}[{prompt[:4]}]")
             )
-    flags_nat = {lab.name: lab.label(*labeler_inputs(nat)) for lab in labelers}
-    flags_ctrl = {lab.name: lab.label(*labeler_inputs(ctrl)) for lab in labelers}
+    compared_nat = compare_labelers(nat, labelers)
+    compared_ctrl = compare_labelers(ctrl, labelers, type_order=ANSWER_TYPES)
+    flags_nat, flags_ctrl = compared_nat.flags, compared_ctrl.flags
     watch.lap("label")
 
     halluc_nat = np.array([not a.correct for a in nat])
     unfaith_nat = np.array([not a.faithful for a in nat])
-    halluc_ctrl = np.array([not a.correct for a in ctrl])
-    unfaith_ctrl = np.array([not a.faithful for a in ctrl])
-    report.add_table(
-        "agreement (natural pairs)", agreement_table(flags_nat, halluc_nat, unfaith_nat)
-    )
-    report.add_table(
-        "agreement (controlled set)", agreement_table(flags_ctrl, halluc_ctrl, unfaith_ctrl)
-    )
-    names, km = kappa_matrix(flags_nat)
+    report.add_table("agreement (natural pairs)", compared_nat.agreement)
+    report.add_table("agreement (controlled set)", compared_ctrl.agreement)
+    agreement_nat = {r["labeler"]: r for r in compared_nat.agreement}
+    names, km = compared_nat.names, compared_nat.kappa
     iu = np.triu_indices(len(names), 1)
     mean_pair = float(km[iu].mean())
-    lexical_k = {
-        str(r["labeler"]): float(r["kappa_correctness"])
-        for r in agreement_table({n: flags_nat[n] for n in LEXICAL}, halluc_nat)
-    }
+    lexical_k = {n: float(agreement_nat[n]["kappa_correctness"]) for n in LEXICAL}
     report.add_claim(
         Claim.threshold(
             "Automated labelers disagree with each other and lexical labelers with the "
@@ -288,8 +280,7 @@ def reproduce(
 
     # ---- bias by type (controlled set)
     types_ctrl = [a.answer_type for a in ctrl]
-    order = [t for t in ANSWER_TYPES if t in set(types_ctrl)]
-    rates = {n: flag_rates_by_type(flags_ctrl[n], types_ctrl, order) for n in flags_ctrl}
+    rates = compared_ctrl.flag_rates
     report.add_table(
         "flag rate by answer type (controlled set)", [{"labeler": n, **r} for n, r in rates.items()]
     )
@@ -298,7 +289,7 @@ def reproduce(
     biased = [*LEXICAL, "NLI"]
     flag_unsup = {n: float(flags_ctrl[n][unsupported].mean()) for n in biased}
     flag_exact = {n: float(flags_ctrl[n][exact].mean()) for n in biased}
-    rouge = next(r for r in agreement_table({"R": flags_nat["ROUGE-L@0.5"]}, halluc_nat))
+    rouge = agreement_nat["ROUGE-L@0.5"]
     bias_ok = (
         min(flag_unsup.values()) >= 0.5
         and max(flag_exact.values()) <= 0.1
