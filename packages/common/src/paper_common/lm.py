@@ -162,12 +162,14 @@ def tiny_causal_lm(
     d_ff: int | None = None,
     max_positions: int = 128,
     seed: int = 0,
+    n_kv_heads: int | None = None,
 ) -> PreTrainedModel:
     """A randomly initialised causal LM of a real architecture, sized for a CPU.
 
     Built from ``LlamaConfig`` / ``Qwen2Config`` / ``GPT2Config`` with the tokenizer's vocabulary and
-    special-token ids; ``d_ff`` defaults to ``4 * d_model``; no dropout (as Llama). Initialisation is
-    seeded; the model is returned in eval mode.
+    special-token ids; ``d_ff`` defaults to ``4 * d_model``; no dropout (as Llama); ``n_kv_heads``
+    (Llama / Qwen2 only, default ``n_heads``) below ``n_heads`` gives grouped-query attention.
+    Initialisation is seeded; the model is returned in eval mode.
     """
     for name, value, low in [
         ("n_layers", n_layers, 1),
@@ -178,6 +180,11 @@ def tiny_causal_lm(
             raise ValueError(f"{name} must be an int >= {low}; got {value!r}")
     if d_model % n_heads:
         raise ValueError(f"d_model ({d_model}) must be divisible by n_heads ({n_heads})")
+    n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
+    if not isinstance(n_kv_heads, int) or n_kv_heads < 1 or n_heads % n_kv_heads:
+        raise ValueError(f"n_kv_heads must divide n_heads ({n_heads}); got {n_kv_heads!r}")
+    if arch == "gpt2" and n_kv_heads != n_heads:
+        raise ValueError("gpt2 has no grouped-query attention: leave n_kv_heads unset")
     d_ff = d_ff or 4 * d_model
     ids = {
         "bos_token_id": tokenizer.bos_token_id,
@@ -193,7 +200,7 @@ def tiny_causal_lm(
             intermediate_size=d_ff,
             num_hidden_layers=n_layers,
             num_attention_heads=n_heads,
-            num_key_value_heads=n_heads,
+            num_key_value_heads=n_kv_heads,
             max_position_embeddings=max_positions,
             tie_word_embeddings=True,
             **ids,

@@ -22,12 +22,11 @@ outputs and matrices on real activations.
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import logging
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,12 +34,15 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
-from transformers import AttentionInterface, PreTrainedModel, PreTrainedTokenizerBase
-from transformers.integrations.sdpa_attention import sdpa_attention_forward
-from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from lara.attention import Attention, make_attention
-from paper_common.lm import decoder_layers
+from paper_common.attention import (
+    attention_modules,
+    capture_attention,
+    swap_attention,
+    swapped_modules,
+)
 
 __all__ = [
     "DistillConfig",
@@ -55,95 +57,7 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-IMPL = "lara_kernelized"
-CAPTURE = "lara_capture"
 KERNEL_ATTR = "lara_kernel"
-_RECORDS: list[list[dict[str, torch.Tensor]]] = []
-
-
-# ============================================================================ routing
-def attention_modules(model: nn.Module) -> list[nn.Module]:
-    """The self-attention module of every decoder block."""
-    mods = []
-    for block in decoder_layers(model):
-        attn = getattr(block, "self_attn", None) or getattr(block, "attn", None)
-        if attn is None:
-            raise ValueError(f"cannot find the attention of {type(block).__name__}")
-        mods.append(attn)
-    return mods
-
-
-def _repeat_kv(
-    query: torch.Tensor, key: torch.Tensor, value: torch.Tensor
-) -> tuple[torch.Tensor, torch.Tensor]:
-    rep = query.shape[1] // key.shape[1]
-    if rep > 1:
-        key, value = key.repeat_interleave(rep, 1), value.repeat_interleave(rep, 1)
-    return key, value
-
-
-def _key_mask(attention_mask: torch.Tensor | None, n_k: int) -> torch.Tensor | None:
-    """``(batch, n_k)`` True at real keys, from a 4D mask (the last query row sees every real key)."""
-    if attention_mask is None or attention_mask.ndim != 4:
-        return None
-    last = attention_mask[:, 0, -1, -n_k:]
-    keep = last if last.dtype == torch.bool else last > torch.finfo(last.dtype).min / 2
-    return None if bool(keep.all()) else keep
-
-
-def _kernel_forward(
-    module: nn.Module,
-    query: torch.Tensor,
-    key: torch.Tensor,
-    value: torch.Tensor,
-    attention_mask: torch.Tensor | None,
-    dropout: float = 0.0,
-    scaling: float | None = None,
-    is_causal: bool | None = None,
-    **kwargs: Any,
-) -> tuple[torch.Tensor, None]:
-    kern = getattr(module, KERNEL_ATTR, None)
-    if kern is None:
-        raise RuntimeError(
-            "this attention module has no kernel: call lara.kernelize(model, method)"
-        )
-    key, value = _repeat_kv(query, key, value)
-    causal = getattr(module, "is_causal", True) if is_causal is None else is_causal
-    out = kern(
-        query, key, value, causal, key_mask=_key_mask(attention_mask, key.shape[2]), scale=scaling
-    )
-    return out.transpose(1, 2).contiguous(), None
-
-
-def _capture_forward(module, query, key, value, attention_mask, **kwargs):  # type: ignore[no-untyped-def]
-    out, _ = sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)
-    k, v = _repeat_kv(query, key, value)
-    if _RECORDS:
-        _RECORDS[-1].append(
-            {
-                "q": query.detach(),
-                "k": k.detach(),
-                "v": v.detach(),
-                "out": out.transpose(1, 2).detach(),
-                "key_mask": _key_mask(attention_mask, k.shape[2]),
-                "scale": kwargs.get("scaling"),
-            }
-        )
-    return out, None
-
-
-AttentionInterface.register(IMPL, _kernel_forward)
-AttentionInterface.register(CAPTURE, _capture_forward)
-AttentionMaskInterface.register(IMPL, sdpa_mask)
-AttentionMaskInterface.register(CAPTURE, sdpa_mask)
-
-
-def _set_impl(model: PreTrainedModel, impl: str) -> None:
-    model.config._attn_implementation = impl
-    for mod in attention_modules(model):
-        cfg = getattr(mod, "config", None)
-        if cfg is not None and cfg is not model.config:
-            cfg._attn_implementation = impl
 
 
 def kernelize(
@@ -157,32 +71,14 @@ def kernelize(
     """
     config = model.config
     heads = getattr(config, "num_attention_heads", None) or getattr(config, "n_head", None)
-    param = next(model.parameters())
-    for mod in attention_modules(model):
-        head_dim = getattr(mod, "head_dim", None) or config.hidden_size // heads
+
+    def build(_: int, attn: nn.Module) -> Attention:
+        head_dim = getattr(attn, "head_dim", None) or config.hidden_size // heads
         if isinstance(method, str):
-            kern = make_attention(method, head_dim, heads, **method_kwargs)
-        else:
-            kern = method(head_dim, heads, **method_kwargs)
-        setattr(mod, KERNEL_ATTR, kern.to(device=param.device, dtype=param.dtype))
-    _set_impl(model, IMPL)
-    return model
+            return make_attention(method, head_dim, heads, **method_kwargs)
+        return method(head_dim, heads, **method_kwargs)
 
-
-@contextlib.contextmanager
-def capture_attention(model: PreTrainedModel) -> Iterator[list[dict[str, torch.Tensor]]]:
-    """Run ``model`` with exact softmax attention and record, per layer call, ``q, k, v``
-    ``(batch, heads, seq, d)`` (after rotary embeddings, kv heads repeated), the softmax ``out``
-    (before the output projection), the ``key_mask`` and the ``scale``."""
-    old = model.config._attn_implementation
-    records: list[dict[str, torch.Tensor]] = []
-    _RECORDS.append(records)
-    _set_impl(model, CAPTURE)
-    try:
-        yield records
-    finally:
-        _RECORDS.remove(records)
-        _set_impl(model, old)
+    return swap_attention(model, build, attr=KERNEL_ATTR)
 
 
 # ============================================================================ data
@@ -237,7 +133,7 @@ class DistillResult:
 
 
 def _kernels(model: nn.Module) -> list[Attention]:
-    return [getattr(m, KERNEL_ATTR) for m in attention_modules(model)]
+    return swapped_modules(model)  # type: ignore[return-value]
 
 
 def distill(
