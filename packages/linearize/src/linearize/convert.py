@@ -1,0 +1,277 @@
+"""Conversion of a frozen softmax model: swap in students, attention transfer, optional end-to-end KL.
+
+Strict frozen regime: the backbone (embeddings, q/k/v/o projections, MLPs, norms) never trains; only
+the students' own parameters (feature maps, gates, betas, convolutions, mixes) do. The teacher's
+per-layer queries, keys, values and softmax outputs are recorded once by
+:func:`paper_common.attention.capture_attention` (:func:`capture`); each layer's student is then
+trained beside the teacher on those same inputs (:func:`transfer`, layerwise attention-output
+MSE), so every variant sees the same tokens and the same number of steps. :func:`finetune_kl`
+(optional) trains the students end to end on ``KL(teacher || student)`` over next-token
+distributions; ``lora_rank > 0`` adds peft LoRA adapters on the attention projections, the ablation
+that breaks the frozen regime.
+"""
+
+from __future__ import annotations
+
+import copy
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+from linearize.student import LinearizeConfig, LinearizedAttention
+from paper_common.attention import capture_attention, swap_attention, swapped_modules
+
+__all__ = [
+    "STUDENT_ATTR",
+    "Captured",
+    "TransferConfig",
+    "capture",
+    "finetune_kl",
+    "layer_errors",
+    "linearize",
+    "students",
+    "transfer",
+]
+
+STUDENT_ATTR = "linear_attn"
+
+
+def linearize(
+    model: PreTrainedModel, config: LinearizeConfig, copy_model: bool = True
+) -> PreTrainedModel:
+    """``model`` (a copy unless ``copy_model=False``) with every attention layer replaced by a
+    :class:`LinearizedAttention` of ``config``; the backbone's parameters are frozen."""
+    if not isinstance(config, LinearizeConfig):
+        raise TypeError(f"config must be a LinearizeConfig; got {type(config).__name__}")
+    student = copy.deepcopy(model) if copy_model else model
+    cfg = student.config
+    heads = getattr(cfg, "num_attention_heads", None) or getattr(cfg, "n_head", None)
+    for p in student.parameters():
+        p.requires_grad_(False)
+
+    def build(_: int, attn: nn.Module) -> LinearizedAttention:
+        head_dim = getattr(attn, "head_dim", None) or cfg.hidden_size // heads
+        return LinearizedAttention(config, head_dim, heads)
+
+    swap_attention(student, build, attr=STUDENT_ATTR)
+    return student.eval()
+
+
+def students(model: nn.Module) -> list[LinearizedAttention]:
+    """The student attention of every layer of a :func:`linearize` d model."""
+    return swapped_modules(model)  # type: ignore[return-value]
+
+
+@dataclass
+class Captured:
+    """Teacher activations per batch and layer: ``q, k, v, out`` ``(batch, heads, n, d)`` on CPU,
+    ``mask`` ``(batch, n)`` of real tokens, ``scale``."""
+
+    batches: list[list[dict[str, Any]]]
+    masks: list[torch.Tensor]
+
+    @property
+    def n_layers(self) -> int:
+        return len(self.batches[0])
+
+    @property
+    def tokens(self) -> int:
+        return int(sum(int(m.sum()) for m in self.masks))
+
+
+def _encode(
+    tok: PreTrainedTokenizerBase, texts: Sequence[str], device: torch.device
+) -> dict[str, torch.Tensor]:
+    enc = tok(list(texts), return_tensors="pt", padding=True)
+    return {
+        "input_ids": enc["input_ids"].to(device),
+        "attention_mask": enc["attention_mask"].to(device),
+    }
+
+
+@torch.no_grad()
+def capture(
+    teacher: PreTrainedModel,
+    tok: PreTrainedTokenizerBase,
+    texts: Sequence[str],
+    batch_size: int = 16,
+) -> Captured:
+    """Record the teacher's attention inputs and outputs on ``texts`` (right-padded batches)."""
+    texts = list(texts)
+    if not texts:
+        raise ValueError("capture needs at least one text")
+    device = next(teacher.parameters()).device
+    batches, masks = [], []
+    for s in range(0, len(texts), batch_size):
+        enc = _encode(tok, texts[s : s + batch_size], device)
+        with capture_attention(teacher) as rec:
+            teacher(**enc)
+        batches.append(
+            [
+                {key: (val.cpu() if torch.is_tensor(val) else val) for key, val in r.items()}
+                for r in rec
+            ]
+        )
+        masks.append(enc["attention_mask"].bool().cpu())
+    return Captured(batches, masks)
+
+
+@dataclass(frozen=True)
+class TransferConfig:
+    """Budget of attention transfer: ``steps`` Adam steps, each on one captured batch (cycled in a
+    seeded order), learning rate ``lr``."""
+
+    steps: int = 200
+    lr: float = 3e-3
+    seed: int = 0
+    progress: bool | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.steps, int) or self.steps < 0:
+            raise ValueError(f"steps must be an int >= 0; got {self.steps!r}")
+        if not self.lr > 0:
+            raise ValueError(f"lr must be > 0; got {self.lr}")
+
+
+def _rel_mse(pred: torch.Tensor, target: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Relative MSE per head over real positions: ``sum |pred - out|^2 / sum |out|^2``, ``(heads,)``."""
+    w = mask[:, None, :, None].to(pred.dtype)
+    err = ((pred - target) ** 2 * w).sum((0, 2, 3))
+    ref = (target**2 * w).sum((0, 2, 3)).clamp_min(1e-12)
+    return err / ref
+
+
+def transfer(
+    model: PreTrainedModel, captured: Captured, config: TransferConfig = TransferConfig()
+) -> list[float]:
+    """Train the students of ``model`` (a :func:`linearize` d model) to reproduce the teacher's
+    attention outputs, layer by layer; returns the mean relative MSE per step. The backbone is not
+    touched (its parameters are frozen and not given to the optimiser)."""
+    mods = students(model)
+    if len(mods) != captured.n_layers:
+        raise ValueError(f"{len(mods)} students for activations of {captured.n_layers} layers")
+    params = [p for m in mods for p in m.parameters()]
+    losses: list[float] = []
+    if not params or config.steps == 0:
+        return losses
+    device = params[0].device
+    torch.manual_seed(config.seed)
+    order = np.random.default_rng(config.seed).permutation(
+        np.resize(np.arange(len(captured.batches)), config.steps)
+    )
+    opt = torch.optim.Adam(params, lr=config.lr)
+    from tqdm.auto import tqdm
+
+    show = sys.stderr.isatty() if config.progress is None else config.progress
+    for m in mods:
+        m.train()
+    for i in tqdm(order, desc="transfer", disable=not show, leave=False):
+        mask = captured.masks[i].to(device)
+        loss = torch.stack(
+            [
+                _rel_mse(
+                    m(
+                        r["q"].to(device),
+                        r["k"].to(device),
+                        r["v"].to(device),
+                        True,
+                        scale=r["scale"],
+                    ),
+                    r["out"].to(device),
+                    mask,
+                ).mean()
+                for m, r in zip(mods, captured.batches[i], strict=True)
+            ]
+        ).mean()
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        opt.step()
+        losses.append(float(loss.detach()))
+    for m in mods:
+        m.eval()
+    return losses
+
+
+@torch.no_grad()
+def layer_errors(model: PreTrainedModel, captured: Captured) -> np.ndarray:
+    """``(layers, heads)`` relative attention-output MSE of the students on captured activations
+    (each layer fed the teacher's own inputs), pooled over every batch."""
+    mods = students(model)
+    device = next(model.parameters()).device
+    err = np.zeros((len(mods), mods[0].n_heads))
+    ref = np.zeros_like(err)
+    for batch, mask in zip(captured.batches, captured.masks, strict=True):
+        w = mask.to(device)[:, None, :, None].float()
+        for li, (m, r) in enumerate(zip(mods, batch, strict=True)):
+            out = r["out"].to(device)
+            pred = m(
+                r["q"].to(device), r["k"].to(device), r["v"].to(device), True, scale=r["scale"]
+            )
+            err[li] += (((pred - out) ** 2) * w).sum((0, 2, 3)).cpu().numpy()
+            ref[li] += ((out**2) * w).sum((0, 2, 3)).cpu().numpy()
+    return err / np.maximum(ref, 1e-12)
+
+
+def finetune_kl(
+    student: PreTrainedModel,
+    teacher: PreTrainedModel,
+    tok: PreTrainedTokenizerBase,
+    texts: Sequence[str],
+    steps: int = 100,
+    lr: float = 1e-3,
+    batch_size: int = 16,
+    seed: int = 0,
+    lora_rank: int = 0,
+) -> tuple[PreTrainedModel, list[float]]:
+    """End-to-end ``KL(teacher || student)`` on next-token distributions over ``texts``, training the
+    students only; ``lora_rank > 0`` also trains peft LoRA adapters on q/k/v/o (the ablation that
+    leaves the frozen regime). Returns the (possibly peft-wrapped) student and the losses."""
+    texts = list(texts)
+    if not texts:
+        raise ValueError("finetune_kl needs training texts")
+    if not isinstance(steps, int) or steps < 0:
+        raise ValueError(f"steps must be an int >= 0; got {steps!r}")
+    if lora_rank:
+        from peft import LoraConfig, get_peft_model
+
+        names = {n.rsplit(".", 1)[-1] for n, _ in student.named_modules()}
+        targets = [
+            t for t in ("q_proj", "k_proj", "v_proj", "o_proj", "c_attn", "c_proj") if t in names
+        ]
+        student = get_peft_model(
+            student, LoraConfig(r=lora_rank, lora_alpha=2 * lora_rank, target_modules=targets)
+        )
+    params = [p for m in students(student) for p in m.parameters()]
+    if lora_rank:
+        params += [p for n, p in student.named_parameters() if "lora_" in n]
+    for p in params:
+        p.requires_grad_(True)
+    device = next(teacher.parameters()).device
+    gen = np.random.default_rng(seed)
+    opt = torch.optim.Adam(params, lr=lr)
+    teacher.eval()
+    losses = []
+    student.train()
+    for _ in range(steps):
+        enc = _encode(tok, [texts[i] for i in gen.integers(0, len(texts), batch_size)], device)
+        with torch.no_grad():
+            t_logp = F.log_softmax(teacher(**enc).logits.float(), -1)
+        s_logp = F.log_softmax(student(**enc, use_cache=False).logits.float(), -1)
+        kl = (t_logp.exp() * (t_logp - s_logp)).sum(-1)
+        mask = enc["attention_mask"].float()
+        loss = (kl * mask).sum() / mask.sum()
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        opt.step()
+        losses.append(float(loss.detach()))
+    student.eval()
+    return student, losses

@@ -1,0 +1,612 @@
+"""``reproduce``: linearize a frozen recall teacher with every state update, intervention and baseline
+at one budget, and test the paper's six claims.
+
+Per variant and seed (same captured teacher activations, same transfer steps, same data): layerwise
+relative attention-output MSE on held-out text, MQAR accuracy at the training length (1x) and at 4x,
+passkey and copy at 4x, the graded-word perplexity gap, and, for hybrids, MQAR at 4x with the state
+zeroed. The projection analysis reads the teacher's heads (key-dependence index, sink and recent
+mass). Knowledge retention: a ``fact_lm`` linearized the same way, multiple choice by
+``answer_rank`` (the MMLU stand-in), for our best variant (chosen on recall, not on facts) and every
+baseline.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+import torch
+from scipy import stats
+
+from linearize.analysis import attention_mass, key_dependence
+from linearize.baselines import (
+    elu_linear,
+    hedgehog,
+    liger,
+    lola,
+    lolcats,
+    sliding_window,
+    streaming_llm,
+)
+from linearize.convert import TransferConfig, capture, layer_errors, linearize, transfer
+from linearize.evaluate import fact_accuracy, task_scores
+from linearize.student import LinearizeConfig, zero_state
+from linearize.tasks import make_task
+from linearize.teachers import TeacherSpec, recall_teacher
+from paper_common import Claim, Report, Stopwatch, check_scale, map_jobs, new_figure, write_report
+from paper_common.stats import bootstrap_ci
+
+__all__ = ["SCALES", "reproduce", "variants"]
+
+SCALES: dict[str, dict[str, Any]] = {
+    "smoke": {
+        "teacher": TeacherSpec(d_model=32, length=8, n_train=300, steps=40, batch_size=16),
+        "seeds": [0],
+        "n_distill": 32,
+        "n_eval": 16,
+        "transfer_steps": 6,
+        "transfer_lr": 1e-2,
+        "budget": 6,
+        "sinks": 2,
+        "window": 2,
+        "grid": "smoke",
+        "fact": {
+            "world": {"n_people": 12, "n_cities": 8, "n_companies": 5, "n_countries": 4},
+            "steps": 60,
+            "n_items": 12,
+        },
+        "workers": 1,
+    },
+    "quick": {
+        "teacher": TeacherSpec(),
+        "seeds": [0, 1, 2],
+        "n_distill": 256,
+        "n_eval": 96,
+        "transfer_steps": 150,
+        "transfer_lr": 1e-2,
+        "budget": 8,
+        "sinks": 2,
+        "window": 2,
+        "grid": "all",
+        "fact": {
+            "world": {"n_people": 30, "n_cities": 12, "n_companies": 10},
+            "steps": 800,
+            "n_items": 90,
+        },
+        "workers": 2,
+    },
+    # the paper's setting: real models from local paths, MMLU through lm-eval (the `eval` extra),
+    # needle retrieval from local data; the recall teachers at length 256 (4x = 1024), both archs
+    "full": {
+        "teacher": TeacherSpec(n_layers=4, d_model=128, length=256, n_train=30000, steps=20000),
+        "archs": ["llama", "qwen2"],
+        "seeds": [0, 1, 2, 3, 4],
+        "n_distill": 4096,
+        "n_eval": 512,
+        "transfer_steps": 2000,
+        "transfer_lr": 1e-3,
+        "budget": 128,
+        "sinks": 4,
+        "window": 60,
+        "grid": "all",
+        "fact": {"world": {}, "steps": 3000, "n_items": 400},
+        "real_models": [
+            "meta-llama/Llama-3.2-1B",
+            "meta-llama/Llama-3.1-8B",
+            "Qwen/Qwen2.5-7B",
+            "Qwen/Qwen2.5-32B",
+        ],
+        "workers": 1,
+    },
+}
+
+UPDATE_NAMES = ["linear", "gated", "diag_gated", "delta", "gated_delta", "control"]
+OURS = "delta+all"
+
+
+def variants(scale: dict[str, Any], head_dim: int) -> dict[str, tuple[str, LinearizeConfig]]:
+    """``name -> (group, config)`` of the grid at ``scale``'s budget. Every state has width
+    ``head_dim`` (Hedgehog features of ``head_dim / 2`` doubled), so state sizes are equal."""
+    fd = max(1, head_dim // 2)
+    b, s, w = scale["budget"], scale["sinks"], scale["window"]
+    hh = {"feature_map": "hedgehog", "feature_dim": fd}  # positive, width head_dim
+    sg = {"feature_map": "learned"}  # signed, width head_dim, unit-normalised by the delta rules
+    grid: dict[str, tuple[str, LinearizeConfig]] = {
+        "linear": ("update", LinearizeConfig(update="linear", **hh)),
+        "gated": ("update", LinearizeConfig(update="gated", **hh)),
+        "diag_gated": ("update", LinearizeConfig(update="diag_gated", **hh)),
+        "delta": ("update", LinearizeConfig(update="delta", **sg)),
+        "gated_delta": ("update", LinearizeConfig(update="gated_delta", **sg)),
+        "control": ("update", LinearizeConfig(update="control", **sg)),
+        "delta+sinks": ("intervention", LinearizeConfig(update="delta", budget=s, sinks=s, **sg)),
+        "delta+conv": ("intervention", LinearizeConfig(update="delta", conv=True, **sg)),
+        "delta+routing": (
+            "intervention",
+            LinearizeConfig(update="delta", budget=b, window=w, **sg),
+        ),
+        OURS: (
+            "intervention",
+            LinearizeConfig(update="delta", conv=True, budget=b, sinks=s, window=w, **sg),
+        ),
+        "sliding_window": ("baseline", sliding_window(b)),
+        "streaming_llm": ("baseline", streaming_llm(s, b - s)),
+        "elu_linear": ("baseline", elu_linear()),
+        "hedgehog": ("baseline", hedgehog(fd)),
+        "lolcats": ("baseline", lolcats(b, fd)),
+        "liger": ("baseline", liger(b)),
+        "lola": ("baseline", lola(s, w, b - s - w, fd)),
+    }
+    if scale["grid"] == "smoke":
+        keep = ["linear", "gated", "delta", "control", OURS, "lola", "sliding_window"]
+        grid = {k: grid[k] for k in keep}
+    return grid
+
+
+# ============================================================================ jobs
+def _teacher_and_data(scale: dict[str, Any], arch: str):  # type: ignore[no-untyped-def]
+    spec = replace(scale["teacher"], arch=arch)
+    teacher, tok = recall_teacher(spec, progress=False)
+    n, length = scale["n_distill"], spec.length
+    distill_texts = []
+    for i, task in enumerate(("mqar", "copy", "passkey")):
+        distill_texts += make_task(task, n // 3, length, seed=50 + i).texts
+    held_texts = []
+    for i, task in enumerate(("mqar", "copy", "passkey")):
+        held_texts += make_task(task, 32, length, seed=70 + i).texts
+    return spec, teacher, tok, distill_texts, held_texts
+
+
+def _eval_sets(scale: dict[str, Any], spec: TeacherSpec) -> dict[str, Any]:
+    n, length = scale["n_eval"], spec.length
+    return {
+        "mqar_1x": make_task("mqar", n, length, seed=901),
+        "mqar_4x": make_task("mqar", n, 4 * length, seed=902),
+        "passkey_1x": make_task("passkey", n, length, seed=903),
+        "passkey_4x": make_task("passkey", n, 4 * length, seed=904),
+        "copy_4x": make_task("copy", n, 4 * length, seed=905),
+    }
+
+
+def _scores(model, tok, sets) -> dict[str, float]:  # type: ignore[no-untyped-def]
+    out = {}
+    for name, ts in sets.items():
+        sc = task_scores(model, tok, ts)
+        out[name] = sc.accuracy
+        if name == "mqar_1x":
+            out["ppl"] = sc.perplexity
+    return out
+
+
+def _recall_job(job: tuple[str, str, int, dict[str, Any], str]) -> dict[str, Any]:
+    name, group, seed, scale, arch = job
+    torch.set_num_threads(1)
+    spec, teacher, tok, distill_texts, held_texts = _teacher_and_data(scale, arch)
+    sets = _eval_sets(scale, spec)
+    row: dict[str, Any] = {"variant": name, "group": group, "seed": seed, "arch": arch}
+    if name == "softmax":
+        row.update(_scores(teacher, tok, sets))
+        held = capture(teacher, tok, held_texts)
+        kdi, first, last = [], [], []
+        for batch, mask in zip(held.batches, held.masks, strict=True):
+            kdi.append([key_dependence(r["q"], r["k"], r["scale"], mask) for r in batch])
+            m = [attention_mass(r["q"], r["k"], r["scale"], mask) for r in batch]
+            first.append([x[0] for x in m])
+            last.append([x[1] for x in m])
+        row["key_dependence"] = np.mean(kdi, 0).tolist()  # (layers, heads)
+        row["sink_mass"] = np.mean(first, 0).tolist()
+        row["recent_mass"] = np.mean(last, 0).tolist()
+        row["mse"] = 0.0
+        return row
+    cfg = variants(scale, teacher.config.hidden_size // teacher.config.num_attention_heads)[name][1]
+    torch.manual_seed(seed)
+    student = linearize(teacher, cfg)
+    train = capture(teacher, tok, distill_texts)
+    losses = transfer(
+        student,
+        train,
+        TransferConfig(
+            steps=scale["transfer_steps"], lr=scale["transfer_lr"], seed=seed, progress=False
+        ),
+    )
+    errs = layer_errors(student, capture(teacher, tok, held_texts))
+    row["mse_by_head"] = errs.tolist()
+    row["mse"] = float(errs.mean())
+    row["final_loss"] = float(np.mean(losses[-10:])) if losses else float("nan")
+    row.update(_scores(student, tok, sets))
+    if cfg.budget and cfg.update != "none":
+        with zero_state():
+            row["mqar_4x_zeroed"] = task_scores(student, tok, sets["mqar_4x"]).accuracy
+    row["backbone_unchanged"] = _backbone_unchanged(teacher, student)
+    return row
+
+
+def _backbone_unchanged(teacher, student) -> bool:  # type: ignore[no-untyped-def]
+    t = dict(teacher.named_parameters())
+    return all(torch.equal(p, t[n]) for n, p in student.named_parameters() if n in t)
+
+
+def _fact_data(scale: dict[str, Any], seed: int):  # type: ignore[no-untyped-def]
+    from paper_common.facts import World
+    from paper_common.lm import fact_lm
+
+    fc = scale["fact"]
+    world = World(seed=0, **fc["world"])
+    model, tok = fact_lm(world, steps=fc["steps"], progress=False)
+    qa = world.qa_pairs("train")
+    rng = np.random.default_rng(seed)
+    order = rng.permutation(len(qa))
+    items = [qa[i] for i in order[: fc["n_items"]]]
+    mc = {it.fact.key: it for it in world.multiple_choice("train", facts=[q.fact for q in items])}
+    prompts = [q.question for q in items]
+    answers = [q.answer for q in items]
+    cands = [list(mc[q.fact.key].options) for q in items]
+    # attention transfer on the model's own training statements (no question of the test)
+    texts, _ = world.corpus()
+    distill = [texts[i] for i in rng.permutation(len(texts))[:128]]
+    return model, tok, prompts, answers, cands, distill
+
+
+def _fact_job(job: tuple[str, int, dict[str, Any]]) -> dict[str, Any]:
+    name, seed, scale = job
+    torch.set_num_threads(1)
+    model, tok, prompts, answers, cands, distill = _fact_data(scale, 0)
+    if name == "softmax":
+        return {
+            "variant": name,
+            "seed": seed,
+            "fact_acc": fact_accuracy(model, tok, prompts, answers, cands),
+        }
+    hd = model.config.hidden_size // model.config.num_attention_heads
+    cfg = variants(scale, hd)[name][1]
+    torch.manual_seed(seed)
+    student = linearize(model, cfg)
+    transfer(
+        student,
+        capture(model, tok, distill),
+        TransferConfig(
+            steps=scale["transfer_steps"], lr=scale["transfer_lr"], seed=seed, progress=False
+        ),
+    )
+    return {
+        "variant": name,
+        "seed": seed,
+        "fact_acc": fact_accuracy(student, tok, prompts, answers, cands),
+    }
+
+
+# ============================================================================ report
+def _mean_ci(x: list[float]) -> tuple[float, float, float]:
+    a = np.asarray(x, dtype=float)
+    if len(a) < 2:
+        return float(a.mean()), float("nan"), float("nan")
+    ci = bootstrap_ci(a, seed=0)
+    return float(a.mean()), ci.low, ci.high
+
+
+def reproduce(
+    scale: str = "quick", seed: int = 0, out_dir: str | os.PathLike[str] | None = None
+) -> Report:
+    """Run the experiment at ``scale`` (smoke / quick / full); write the report to ``out_dir``."""
+    scale = check_scale(scale)
+    if scale == "full":
+        raise NotImplementedError(
+            "the full scale needs real checkpoints (Llama-3.2-1B ... Qwen2.5-32B) from local paths, "
+            "lm-eval's MMLU data and a GPU; its configuration is linearize.reproduce.SCALES['full']"
+        )
+    cfg = SCALES[scale]
+    watch = Stopwatch()
+    seeds = [seed + s for s in cfg["seeds"]]
+    arch = cfg["teacher"].arch
+    # the teacher first (trained once, cached), in a worker so the parent runs no torch op before forking
+    map_jobs(_warm_teacher, [(cfg, arch)], workers=1 if cfg["workers"] == 1 else 2)
+    watch.lap("teacher")
+    head_dim = cfg["teacher"].d_model // cfg["teacher"].n_heads
+    grid = variants(cfg, head_dim)
+    jobs = [("softmax", "teacher", seeds[0], cfg, arch)]
+    jobs += [(name, group, s, cfg, arch) for name, (group, _) in grid.items() for s in seeds]
+    rows = map_jobs(_recall_job, jobs, workers=cfg["workers"])
+    watch.lap("recall")
+    teacher_row = rows[0]
+    runs = rows[1:]
+
+    def agg(name: str, key: str) -> list[float]:
+        return [r[key] for r in runs if r["variant"] == name and key in r]
+
+    # the best of ours on recall (4x MQAR) is the one tested on facts
+    ours = [n for n, (g, _) in grid.items() if g in ("update", "intervention")]
+    best = max(ours, key=lambda n: np.mean(agg(n, "mqar_4x")))
+    baselines = [n for n, (g, _) in grid.items() if g == "baseline"]
+    fact_jobs = [("softmax", seeds[0], cfg)] + [
+        (n, s, cfg) for n in [best, *baselines] for s in seeds
+    ]
+    fact_rows = map_jobs(_fact_job, fact_jobs, workers=cfg["workers"])
+    watch.lap("facts")
+
+    report = Report(
+        package="linearize",
+        title="Linearizing a frozen softmax transformer: state updates and interventions that keep recall",
+        scale=scale,
+        seed=seed,
+    )
+    summary = []
+    for name, (group, c) in grid.items():
+        row = {"variant": name, "group": group, "budget": c.budget}
+        for key in (
+            "mse",
+            "mqar_1x",
+            "mqar_4x",
+            "passkey_1x",
+            "passkey_4x",
+            "copy_4x",
+            "ppl",
+            "mqar_4x_zeroed",
+        ):
+            vals = agg(name, key)
+            row[key] = float(np.mean(vals)) if vals else None
+        fa = [r["fact_acc"] for r in fact_rows if r["variant"] == name]
+        row["fact_acc"] = float(np.mean(fa)) if fa else None
+        summary.append(row)
+    t_fact = fact_rows[0]["fact_acc"]
+    summary.insert(
+        0,
+        {
+            "variant": "softmax (teacher)",
+            "group": "teacher",
+            "budget": None,
+            **{
+                k: teacher_row[k]
+                for k in ("mse", "mqar_1x", "mqar_4x", "passkey_1x", "passkey_4x", "copy_4x", "ppl")
+            },
+            "mqar_4x_zeroed": None,
+            "fact_acc": t_fact,
+        },
+    )
+    for row in summary:
+        if row["ppl"] is not None:
+            row["ppl_gap"] = row["ppl"] - teacher_row["ppl"]
+    report.add_table("variants", summary)
+    _claims(report, grid, runs, teacher_row, fact_rows, best, baselines)
+    _figures(report, grid, runs, teacher_row, summary)
+    watch.lap("report")
+    report.add_table("timing", watch.laps)
+    report.runtime_s = watch.elapsed_s
+    report.notes = _notes(cfg, best)
+    if out_dir is not None:
+        write_report(report, out_dir)
+    return report
+
+
+def _warm_teacher(job: tuple[dict[str, Any], str]) -> bool:
+    cfg, arch = job
+    torch.set_num_threads(2)
+    recall_teacher(replace(cfg["teacher"], arch=arch), progress=False)
+    return True
+
+
+def _claims(report, grid, runs, teacher_row, fact_rows, best, baselines) -> None:  # type: ignore[no-untyped-def]
+    def by_seed(name: str, key: str) -> dict[int, float]:
+        return {r["seed"]: r[key] for r in runs if r["variant"] == name and key in r}
+
+    def paired(a: str, b: str, key: str, sign: float = 1.0) -> tuple[float, float, float]:
+        xa, xb = by_seed(a, key), by_seed(b, key)
+        diffs = [sign * (xa[s] - xb[s]) for s in xa if s in xb]
+        return _mean_ci(diffs)
+
+    # 1. delta rules beat linear and gated at equal state size (MSE lower, 4x MQAR higher)
+    diffs = []
+    for d in ("delta", "gated_delta"):
+        for g in ("linear", "gated"):
+            if d in grid and g in grid:
+                mse = paired(g, d, "mse")  # > 0: delta lower
+                acc = paired(d, g, "mqar_4x")  # > 0: delta higher
+                diffs.append((f"{d} vs {g}", mse, acc))
+    if diffs:
+        worst_mse = min(m[0] for _, m, _ in diffs)
+        worst_acc = min(a[0] for _, _, a in diffs)
+        all_lower = (
+            all(m[1] > 0 for _, m, _ in diffs)
+            if all(not np.isnan(m[1]) for _, m, _ in diffs)
+            else False
+        )
+        all_higher = all(a[0] > 0 for _, _, a in diffs)
+        report.add_claim(
+            Claim(
+                "Delta and gated-delta updates reach a lower layerwise MSE and a higher 4x-length MQAR "
+                "accuracy than linear and gated accumulation at equal state size.",
+                "smallest paired MSE reduction (relative MSE) over the 4 pairs, seeds paired",
+                worst_mse,
+                "MSE reduction CI > 0 for all 4 pairs and 4x MQAR difference > 0",
+                bool(all_lower and all_higher),
+                "; ".join(
+                    f"{n}: MSE reduction {m[0]:+.4f} [{m[1]:+.4f}, {m[2]:+.4f}], MQAR@4x {a[0]:+.3f} [{a[1]:+.3f}, {a[2]:+.3f}]"
+                    for n, m, a in diffs
+                )
+                + f"; smallest 4x MQAR gain {worst_acc:+.3f}",
+            )
+        )
+    # 2. key-tied erase beats the key-independent control; KDI vs delta's advantage over gated
+    if "control" in grid and "delta" in grid:
+        m = paired("control", "delta", "mse")
+        kdi = np.asarray(teacher_row["key_dependence"]).ravel()
+        adv = (
+            np.mean([r["mse_by_head"] for r in runs if r["variant"] == "gated"], 0)
+            - np.mean([r["mse_by_head"] for r in runs if r["variant"] == "delta"], 0)
+        ).ravel()
+        rho = float(stats.spearmanr(kdi, adv).statistic) if len(kdi) > 2 else float("nan")
+        report.add_claim(
+            Claim(
+                "The key-tied rank-1 erase beats the same erase along a learned key-independent direction, "
+                "and heads whose softmax erase is more key-dependent gain more from delta over gated.",
+                "Spearman rho (key-dependence index vs gated-minus-delta MSE, per head)",
+                rho,
+                "control - delta MSE CI > 0 and rho >= 0.5",
+                bool(m[1] > 0 and rho >= 0.5) if not np.isnan(m[1]) else False,
+                f"control - delta MSE {m[0]:+.4f} [{m[1]:+.4f}, {m[2]:+.4f}]; {len(kdi)} heads",
+            )
+        )
+    # 3. interventions close the delta model's 4x MQAR gap
+    t4 = teacher_row["mqar_4x"]
+    base = np.mean(list(by_seed("delta", "mqar_4x").values()))
+    gap = t4 - base
+    closed = {}
+    for n in ("delta+sinks", "delta+conv", "delta+routing", OURS):
+        if n in grid:
+            closed[n] = (
+                (np.mean(list(by_seed(n, "mqar_4x").values())) - base) / gap
+                if gap > 0
+                else float("nan")
+            )
+    if OURS in closed:
+        heads_err = np.mean([r["mse_by_head"] for r in runs if r["variant"] == "delta"], 0).ravel()
+        sink = np.asarray(teacher_row["sink_mass"]).ravel()
+        recent = np.asarray(teacher_row["recent_mass"]).ravel()
+        rho_s = float(stats.spearmanr(sink, heads_err).statistic)
+        rho_r = float(stats.spearmanr(recent, heads_err).statistic)
+        report.add_claim(
+            Claim.threshold(
+                "Sinks, short convolutions and routing together close at least half of the delta model's "
+                "4x-length MQAR gap to softmax.",
+                "share of the gap closed by all three",
+                closed[OURS],
+                ">=",
+                0.5,
+                f"teacher {t4:.3f}, delta {base:.3f}; closed: "
+                + ", ".join(f"{k} {v:+.2f}" for k, v in closed.items())
+                + f"; per-head delta error vs sink mass rho {rho_s:+.2f}, vs last-4 mass rho {rho_r:+.2f}",
+            )
+        )
+    # 4. routing within 2 points of the LoLA-style cache at equal budget
+    if OURS in grid and "lola" in grid:
+        d_m = 100 * np.mean(list(by_seed(OURS, "mqar_4x").values())) - 100 * np.mean(
+            list(by_seed("lola", "mqar_4x").values())
+        )
+        d_p = 100 * np.mean(list(by_seed(OURS, "passkey_4x").values())) - 100 * np.mean(
+            list(by_seed("lola", "passkey_4x").values())
+        )
+        worst = min(d_m, d_p)
+        report.add_claim(
+            Claim.threshold(
+                "At an equal exact-KV budget our routed cache is within 2 points of the LoLA-style "
+                "sparse cache on passkey and MQAR (4x length).",
+                "worst of (ours - LoLA) over MQAR@4x and passkey@4x (points)",
+                worst,
+                ">=",
+                -2.0,
+                f"MQAR@4x {d_m:+.1f}, passkey@4x {d_p:+.1f} points",
+            )
+        )
+    # 5. best frozen variant beats every post-hoc baseline on fact accuracy
+    fa = {
+        n: np.mean([r["fact_acc"] for r in fact_rows if r["variant"] == n])
+        for n in [best, *baselines]
+    }
+    margin = fa[best] - max(fa[n] for n in baselines)
+    report.add_claim(
+        Claim.threshold(
+            "The best frozen variant beats every post-hoc baseline on knowledge retention "
+            "(multiple-choice fact accuracy, the MMLU stand-in).",
+            "best variant - best baseline fact accuracy",
+            float(margin),
+            ">",
+            0.0,
+            f"best (chosen on recall) = {best}: {fa[best]:.3f}; teacher {fact_rows[0]['fact_acc']:.3f}; "
+            + ", ".join(f"{n} {fa[n]:.3f}" for n in baselines),
+        )
+    )
+    # 6. no bypass: zeroing the state costs >= 10 points of 4x MQAR
+    hybrids = [
+        n for n, (g, c) in grid.items() if g == "intervention" and c.budget and c.update != "none"
+    ]
+    costs = {
+        n: 100 * np.mean([r["mqar_4x"] - r["mqar_4x_zeroed"] for r in runs if r["variant"] == n])
+        for n in hybrids
+    }
+    if costs:
+        report.add_claim(
+            Claim.threshold(
+                "Our hybrids use their state: zeroing it costs at least 10 points of 4x-length MQAR.",
+                "smallest cost of zeroing the state (points)",
+                float(min(costs.values())),
+                ">=",
+                10.0,
+                ", ".join(f"{k} {v:.1f}" for k, v in costs.items()),
+            )
+        )
+
+
+def _figures(report, grid, runs, teacher_row, summary) -> None:  # type: ignore[no-untyped-def]
+    names = list(grid)
+    fig, ax = new_figure(size=(7, 4))
+    for name in names:
+        if grid[name][0] == "baseline" and name not in ("lola", "lolcats", "liger"):
+            continue
+        m = [
+            np.mean(agg)
+            for agg in (
+                [r["mqar_1x"] for r in runs if r["variant"] == name],
+                [r["mqar_4x"] for r in runs if r["variant"] == name],
+            )
+        ]
+        ax.plot([1, 4], m, marker="o", label=name)
+    ax.plot(
+        [1, 4], [teacher_row["mqar_1x"], teacher_row["mqar_4x"]], "k--", marker="s", label="softmax"
+    )
+    ax.set_xscale("log", base=2)
+    ax.set_xticks([1, 4], ["1x", "4x"])
+    ax.set_xlabel("sequence length (x training length)")
+    ax.set_ylabel("MQAR accuracy")
+    ax.legend(fontsize=6, ncol=2)
+    report.add_figure("mqar_vs_length", fig)
+
+    fig, ax = new_figure(size=(7, 4))
+    for name in [n for n in names if grid[n][0] == "update"]:
+        per_layer = np.mean([np.mean(r["mse_by_head"], 1) for r in runs if r["variant"] == name], 0)
+        ax.plot(range(len(per_layer)), per_layer, marker="o", label=name)
+    ax.set_xlabel("layer")
+    ax.set_ylabel("relative attention-output MSE")
+    ax.set_yscale("log")
+    ax.legend(fontsize=7)
+    report.add_figure("mse_per_layer", fig)
+
+    steps = [n for n in ("delta", "delta+sinks", "delta+conv", "delta+routing", OURS) if n in grid]
+    vals = [np.mean([r["mqar_4x"] for r in runs if r["variant"] == n]) for n in steps]
+    fig, ax = new_figure(size=(7, 4))
+    prev = vals[0]
+    ax.bar(0, vals[0], color="grey")
+    for i, v in enumerate(vals[1:], 1):
+        ax.bar(i, v - vals[0], bottom=vals[0], color="tab:green" if v >= prev else "tab:red")
+    ax.axhline(teacher_row["mqar_4x"], color="k", ls="--", label="softmax")
+    ax.set_xticks(range(len(steps)), steps, rotation=20, fontsize=7)
+    ax.set_ylabel("MQAR accuracy at 4x")
+    ax.legend()
+    report.add_figure("ablation_waterfall", fig)
+
+    if "gated" in grid and "delta" in grid:
+        kdi = np.asarray(teacher_row["key_dependence"]).ravel()
+        adv = (
+            np.mean([r["mse_by_head"] for r in runs if r["variant"] == "gated"], 0)
+            - np.mean([r["mse_by_head"] for r in runs if r["variant"] == "delta"], 0)
+        ).ravel()
+        fig, ax = new_figure(size=(5, 4))
+        ax.scatter(kdi, adv)
+        ax.axhline(0, color="grey", lw=0.5)
+        ax.set_xlabel("key-dependence index (teacher head)")
+        ax.set_ylabel("gated MSE - delta MSE")
+        report.add_figure("key_dependence_vs_delta_gain", fig)
+
+
+def _notes(cfg: dict[str, Any], best: str) -> str:
+    t = cfg["teacher"]
+    return (
+        f"Teacher: {t.arch} {t.n_layers} layers, d {t.d_model}, {t.n_heads} heads / {t.n_kv_heads} kv heads, "
+        f"trained on MQAR / copy / passkey at {t.length}, {2 * t.length}, {4 * t.length} words. Students are "
+        f"trained by layerwise attention transfer only ({cfg['transfer_steps']} Adam steps at lr "
+        f"{cfg['transfer_lr']:g} on the same captured "
+        f"activations for every variant), backbone frozen; no end-to-end KL at this scale. Exact-KV budget "
+        f"{cfg['budget']} (sinks {cfg['sinks']}, window {cfg['window']}); baselines' windows are scaled to "
+        f"the same budget (LoLCATs/Liger use 64 on 2k-token models). Fact accuracy: a fact_lm linearized "
+        f"the same way, 3-shot prompts, the true value ranked among 4 options by sequence log-probability; "
+        f"best variant on recall: {best}. Seeds: {len(cfg['seeds'])} linearization seeds on one teacher."
+    )

@@ -1,0 +1,162 @@
+"""Student attention: exactness limits, interventions, causality, routing, and bad configs."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from linearize.student import UPDATES, LinearizeConfig, LinearizedAttention, zero_state
+
+B, H, N, D = 2, 4, 24, 8
+
+
+def _qkv(seed: int = 0):  # type: ignore[no-untyped-def]
+    g = torch.Generator().manual_seed(seed)
+    return tuple(torch.randn(B, H, N, D, generator=g, dtype=torch.float64) for _ in range(3))
+
+
+def _softmax(q, k, v):  # type: ignore[no-untyped-def]
+    s = (q @ k.transpose(-2, -1)) * D**-0.5
+    return (
+        torch.softmax(s.masked_fill(~torch.ones(N, N, dtype=torch.bool).tril(), float("-inf")), -1)
+        @ v
+    )
+
+
+def _perturbed(cfg: LinearizeConfig, seed: int = 1) -> LinearizedAttention:
+    m = LinearizedAttention(cfg, D, H).double()
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in m.parameters():
+            p.add_(0.2 * torch.randn(p.shape, generator=g, dtype=p.dtype))
+    return m
+
+
+@pytest.mark.parametrize("update", UPDATES)
+@pytest.mark.parametrize("routing", ["recency", "score", "self_recall"])
+def test_a_cache_as_long_as_the_sequence_is_the_teacher(update: str, routing: str) -> None:
+    q, k, v = _qkv()
+    cfg = LinearizeConfig(update=update, budget=N, sinks=2, window=3, routing=routing, conv=True)
+    out = _perturbed(cfg)(q, k, v)  # trained-looking parameters: the state is empty anyway
+    torch.testing.assert_close(out, _softmax(q, k, v), atol=1e-10, rtol=0)
+
+
+@pytest.mark.parametrize("update", [u for u in UPDATES if u != "none"])
+def test_identity_initialised_convolution_changes_nothing(update: str) -> None:
+    q, k, v = _qkv(1)
+    plain = LinearizedAttention(
+        LinearizeConfig(update=update, budget=6, sinks=1, window=2), D, H
+    ).double()
+    conv = LinearizedAttention(
+        LinearizeConfig(update=update, budget=6, sinks=1, window=2, conv=True), D, H
+    ).double()
+    conv.load_state_dict(plain.state_dict(), strict=False)
+    torch.testing.assert_close(conv(q, k, v), plain(q, k, v), atol=1e-12, rtol=0)
+
+
+@pytest.mark.parametrize("update", UPDATES)
+@pytest.mark.parametrize("routing", ["recency", "score", "self_recall"])
+def test_forms_agree_and_the_future_does_not_leak(update: str, routing: str) -> None:
+    q, k, v = _qkv(2)
+    base = {
+        "update": update,
+        "budget": 7,
+        "sinks": 2,
+        "window": 2,
+        "routing": routing,
+        "conv": True,
+        "chunk_size": 5,
+    }
+    chunked = _perturbed(LinearizeConfig(**base))
+    outs = []
+    for form in ("recurrent", "quadratic"):
+        m = LinearizedAttention(LinearizeConfig(**base, form=form), D, H).double()
+        m.load_state_dict(chunked.state_dict())
+        outs.append(m(q, k, v))
+    ref = chunked(q, k, v)
+    for o in outs:
+        torch.testing.assert_close(o, ref, atol=1e-8, rtol=0)
+    t = 15
+    q2, k2, v2 = q.clone(), k.clone(), v.clone()
+    q2[:, :, t:] += 1.0
+    k2[:, :, t:] -= 1.0
+    v2[:, :, t:] *= 3.0
+    moved = chunked(q2, k2, v2)
+    torch.testing.assert_close(moved[:, :, :t], ref[:, :, :t], atol=1e-12, rtol=0)
+    assert (moved[:, :, t:] - ref[:, :, t:]).abs().max() > 1e-3
+
+
+def test_pure_state_with_no_budget_matches_the_update_rule() -> None:
+    from linearize.updates import scalar_update
+
+    q, k, v = _qkv(3)
+    m = LinearizedAttention(LinearizeConfig(update="delta"), D, H).double()
+    fq, fk = (torch.nn.functional.normalize(x, dim=-1) for x in (q, k))
+    beta = torch.sigmoid(m.beta_b.detach())[None, :, None].expand(B, H, N)
+    expect, _ = scalar_update(fq, fk, v, b=beta, c=beta)
+    torch.testing.assert_close(m(q, k, v), expect, atol=1e-12, rtol=0)
+
+
+def test_routing_keeps_the_budget_and_writes_each_evicted_token_once() -> None:
+    q, k, v = _qkv(4)
+    for routing in ("recency", "score", "self_recall"):
+        cfg = LinearizeConfig(update="gated_delta", budget=8, sinks=2, window=3, routing=routing)
+        m = LinearizedAttention(cfg, D, H).double()
+        fk = torch.nn.functional.normalize(k, dim=-1)
+        logits = q @ k.transpose(-2, -1) * D**-0.5
+        writer, evicted = m.schedule(logits, fk, v, None, None)
+        steps = torch.arange(N)
+        in_cache = (steps[None, :] <= steps[:, None]) & (evicted[..., None, :] > steps[:, None])
+        assert int(in_cache.sum(-1).max()) == 8  # never more than the budget
+        assert torch.all(evicted[..., :2] == N)  # sinks are never evicted
+        written = writer[writer >= 0]
+        assert written.numel() == B * H * (N - 8)
+        for row in writer.reshape(-1, N):
+            w = row[row >= 0]
+            assert len(set(w.tolist())) == len(w)  # each token written once
+        # the token written at step t is the one evicted at step t
+        idx = writer.clamp(min=0)
+        assert torch.all(torch.where(writer >= 0, evicted.gather(-1, idx) == steps, True))
+
+
+def test_zero_state_leaves_only_the_exact_cache() -> None:
+    q, k, v = _qkv(5)
+    cache_only = LinearizedAttention(
+        LinearizeConfig(update="none", budget=6, sinks=2, window=4), D, H
+    ).double()
+    hybrid = _perturbed(
+        LinearizeConfig(update="linear", feature_map="elu1", budget=6, sinks=2, window=4)
+    )
+    with zero_state():
+        torch.testing.assert_close(hybrid(q, k, v), cache_only(q, k, v), atol=1e-12, rtol=0)
+    assert (hybrid(q, k, v) - cache_only(q, k, v)).abs().max() > 1e-3
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"update": "mamba"}, "update must be one of"),
+        ({"chunk_size": 0}, "chunk_size"),
+        ({"budget": -1}, "budget must be an int >= 0"),
+        ({"budget": 2, "sinks": 3}, r"sinks \(3\) > budget \(2\)"),
+        ({"budget": 4, "sinks": 2, "window": 3}, "exceed the budget"),
+        ({"update": "none"}, "needs budget > 0"),
+        ({"update": "delta", "normalize": True}, "cannot be normalised"),
+        ({"update": "linear", "feature_map": "l2"}, "positive feature map"),
+        ({"routing": "lru"}, "routing must be one of"),
+    ],
+)
+def test_bad_configs_are_named(kwargs: dict, match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        LinearizeConfig(**kwargs)
+
+
+def test_bad_inputs_are_named() -> None:
+    q, k, v = _qkv()
+    m = LinearizedAttention(LinearizeConfig(), D, H).double()
+    with pytest.raises(ValueError, match="head-dim mismatch"):
+        m(q[..., :4], k[..., :4], v)
+    with pytest.raises(ValueError, match="use_cache=False"):
+        m(q[:, :, -1:], k, v)
+    with pytest.raises(ValueError, match="causal only"):
+        m(q, k, v, causal=False)
