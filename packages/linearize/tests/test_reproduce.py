@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -27,6 +28,9 @@ def test_smoke_reproduce_end_to_end(tmp_path, monkeypatch) -> None:
         assert (rows[name]["mqar_4x_zeroed"] is not None) == bool(
             cfg.budget and cfg.update != "none"
         )
+    frozen = re.search(r"bit-identical after transfer in (\d+) of (\d+) runs", report.notes)
+    assert frozen is not None
+    assert frozen.group(1) == frozen.group(2) == str(len(grid))
     assert len(report.figures) == 4
     for fig in report.figures:
         assert (tmp_path / "a" / fig).stat().st_size > 1000

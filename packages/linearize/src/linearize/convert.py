@@ -65,7 +65,7 @@ def linearize(
 
 
 def students(model: nn.Module) -> list[LinearizedAttention]:
-    """The student attention of every layer of a :func:`linearize` d model."""
+    """The student attention of every layer of a model returned by :func:`linearize`."""
     return swapped_modules(model)  # type: ignore[return-value]
 
 
@@ -151,7 +151,7 @@ def _rel_mse(pred: torch.Tensor, target: torch.Tensor, mask: torch.Tensor) -> to
 def transfer(
     model: PreTrainedModel, captured: Captured, config: TransferConfig = TransferConfig()
 ) -> list[float]:
-    """Train the students of ``model`` (a :func:`linearize` d model) to reproduce the teacher's
+    """Train the students of ``model`` (returned by :func:`linearize`) to reproduce the teacher's
     attention outputs, layer by layer; returns the mean relative MSE per step. The backbone is not
     touched (its parameters are frozen and not given to the optimiser)."""
     mods = students(model)

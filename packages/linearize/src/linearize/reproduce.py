@@ -363,11 +363,15 @@ def reproduce(
             row["ppl_gap"] = row["ppl"] - teacher_row["ppl"]
     report.add_table("variants", summary)
     _claims(report, grid, runs, teacher_row, fact_rows, best, baselines)
-    _figures(report, grid, runs, teacher_row, summary)
+    _figures(report, grid, runs, teacher_row)
     watch.lap("report")
     report.add_table("timing", watch.laps)
     report.runtime_s = watch.elapsed_s
-    report.notes = _notes(cfg, best)
+    frozen = sum(bool(r["backbone_unchanged"]) for r in runs)
+    report.notes = (
+        _notes(cfg, best)
+        + f" Backbone bit-identical after transfer in {frozen} of {len(runs)} runs."
+    )
     if out_dir is not None:
         write_report(report, out_dir)
     return report
@@ -384,9 +388,9 @@ def _claims(report, grid, runs, teacher_row, fact_rows, best, baselines) -> None
     def by_seed(name: str, key: str) -> dict[int, float]:
         return {r["seed"]: r[key] for r in runs if r["variant"] == name and key in r}
 
-    def paired(a: str, b: str, key: str, sign: float = 1.0) -> tuple[float, float, float]:
+    def paired(a: str, b: str, key: str) -> tuple[float, float, float]:
         xa, xb = by_seed(a, key), by_seed(b, key)
-        diffs = [sign * (xa[s] - xb[s]) for s in xa if s in xb]
+        diffs = [xa[s] - xb[s] for s in xa if s in xb]
         return _mean_ci(diffs)
 
     # 1. delta rules beat linear and gated at equal state size (MSE lower, 4x MQAR higher)
@@ -531,7 +535,7 @@ def _claims(report, grid, runs, teacher_row, fact_rows, best, baselines) -> None
         )
 
 
-def _figures(report, grid, runs, teacher_row, summary) -> None:  # type: ignore[no-untyped-def]
+def _figures(report, grid, runs, teacher_row) -> None:  # type: ignore[no-untyped-def]
     names = list(grid)
     keys, xs = ("mqar_1x", "mqar_2x", "mqar_4x"), [1, 2, 4]
     styles = {"update": "-", "intervention": "--", "baseline": ":"}
