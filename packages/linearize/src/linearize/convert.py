@@ -140,12 +140,18 @@ class TransferConfig:
             raise ValueError(f"lr must be > 0; got {self.lr}")
 
 
+def _sq_errors(
+    pred: torch.Tensor, target: torch.Tensor, mask: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per head over real positions: ``sum |pred - out|^2`` and ``sum |out|^2``, ``(heads,)`` each."""
+    w = mask[:, None, :, None].to(pred.dtype)
+    return ((pred - target) ** 2 * w).sum((0, 2, 3)), (target**2 * w).sum((0, 2, 3))
+
+
 def _rel_mse(pred: torch.Tensor, target: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """Relative MSE per head over real positions: ``sum |pred - out|^2 / sum |out|^2``, ``(heads,)``."""
-    w = mask[:, None, :, None].to(pred.dtype)
-    err = ((pred - target) ** 2 * w).sum((0, 2, 3))
-    ref = (target**2 * w).sum((0, 2, 3)).clamp_min(1e-12)
-    return err / ref
+    err, ref = _sq_errors(pred, target, mask)
+    return err / ref.clamp_min(1e-12)
 
 
 def transfer(
@@ -209,14 +215,14 @@ def layer_errors(model: PreTrainedModel, captured: Captured) -> np.ndarray:
     err = np.zeros((len(mods), mods[0].n_heads))
     ref = np.zeros_like(err)
     for batch, mask in zip(captured.batches, captured.masks, strict=True):
-        w = mask.to(device)[:, None, :, None].float()
         for li, (m, r) in enumerate(zip(mods, batch, strict=True)):
             out = r["out"].to(device)
             pred = m(
                 r["q"].to(device), r["k"].to(device), r["v"].to(device), True, scale=r["scale"]
             )
-            err[li] += (((pred - out) ** 2) * w).sum((0, 2, 3)).cpu().numpy()
-            ref[li] += ((out**2) * w).sum((0, 2, 3)).cpu().numpy()
+            e, o = _sq_errors(pred, out, mask.to(device))
+            err[li] += e.cpu().numpy()
+            ref[li] += o.cpu().numpy()
     return err / np.maximum(ref, 1e-12)
 
 

@@ -33,7 +33,7 @@ from linearize.baselines import (
 from linearize.convert import TransferConfig, capture, layer_errors, linearize, transfer
 from linearize.evaluate import fact_accuracy, task_scores
 from linearize.student import LinearizeConfig, zero_state
-from linearize.tasks import make_task
+from linearize.tasks import TASKS, make_task
 from linearize.teachers import TeacherSpec, recall_teacher
 from paper_common import Claim, Report, Stopwatch, check_scale, map_jobs, new_figure, write_report
 from paper_common.stats import bootstrap_ci
@@ -149,14 +149,16 @@ def variants(scale: dict[str, Any], head_dim: int) -> dict[str, tuple[str, Linea
 def _teacher_and_data(scale: dict[str, Any], arch: str):  # type: ignore[no-untyped-def]
     spec = replace(scale["teacher"], arch=arch)
     teacher, tok = recall_teacher(spec, progress=False)
-    n, length = scale["n_distill"], spec.length
-    distill_texts = []
-    for i, task in enumerate(("mqar", "copy", "passkey")):
-        distill_texts += make_task(task, n // 3, length, seed=50 + i).texts
-    held_texts = []
-    for i, task in enumerate(("mqar", "copy", "passkey")):
-        held_texts += make_task(task, 32, length, seed=70 + i).texts
+    distill_texts = _task_mix(scale["n_distill"] // 3, spec.length, seed=50)
+    held_texts = _task_mix(32, spec.length, seed=70)
     return spec, teacher, tok, distill_texts, held_texts
+
+
+def _task_mix(n: int, length: int, seed: int) -> list[str]:
+    """``n`` texts of each task at ``length`` (seeds ``seed``, ``seed + 1``, ``seed + 2``)."""
+    return [
+        t for i, task in enumerate(TASKS) for t in make_task(task, n, length, seed=seed + i).texts
+    ]
 
 
 def _eval_sets(scale: dict[str, Any], spec: TeacherSpec) -> dict[str, Any]:
@@ -279,6 +281,21 @@ def _fact_job(job: tuple[str, int, dict[str, Any]]) -> dict[str, Any]:
 
 
 # ============================================================================ report
+def _values(runs: list[dict[str, Any]], name: str, key: str) -> list[float]:
+    """``key`` of every run of variant ``name`` (one per seed, in seed order)."""
+    return [r[key] for r in runs if r["variant"] == name and key in r]
+
+
+def _head_errors(runs: list[dict[str, Any]], name: str) -> np.ndarray:
+    """``(layers, heads)`` relative MSE of variant ``name``, mean over seeds."""
+    return np.mean(_values(runs, name, "mse_by_head"), 0)
+
+
+def _delta_gain(runs: list[dict[str, Any]]) -> np.ndarray:
+    """Per head (flattened), gated's error minus delta's: delta's error reduction over gated."""
+    return (_head_errors(runs, "gated") - _head_errors(runs, "delta")).ravel()
+
+
 def _mean_ci(x: list[float]) -> tuple[float, float, float]:
     a = np.asarray(x, dtype=float)
     if len(a) < 2:
@@ -313,9 +330,6 @@ def reproduce(
     teacher_row = rows[0]
     runs = rows[1:]
 
-    def agg(name: str, key: str) -> list[float]:
-        return [r[key] for r in runs if r["variant"] == name and key in r]
-
     # the best of the paper's proposals (delta rules, with or without interventions) on recall
     # (4x MQAR) is the one tested on facts; linear / gated / control are comparison points
     ours = [
@@ -323,7 +337,7 @@ def reproduce(
         for n, (g, c) in grid.items()
         if g == "intervention" or (g == "update" and c.update in ("delta", "gated_delta"))
     ]
-    best = max(ours, key=lambda n: np.mean(agg(n, "mqar_4x")))
+    best = max(ours, key=lambda n: np.mean(_values(runs, n, "mqar_4x")))
     baselines = [n for n, (g, _) in grid.items() if g == "baseline"]
     fact_jobs = [("softmax", seeds[0], cfg)] + [
         (n, s, cfg) for n in [best, *baselines] for s in seeds
@@ -341,9 +355,9 @@ def reproduce(
     for name, (group, c) in grid.items():
         row = {"variant": name, "group": group, "budget": c.budget}
         for key in (*METRICS, "mqar_4x_zeroed"):
-            vals = agg(name, key)
+            vals = _values(runs, name, key)
             row[key] = float(np.mean(vals)) if vals else None
-        fa = [r["fact_acc"] for r in fact_rows if r["variant"] == name]
+        fa = _values(fact_rows, name, "fact_acc")
         row["fact_acc"] = float(np.mean(fa)) if fa else None
         summary.append(row)
     t_fact = fact_rows[0]["fact_acc"]
@@ -388,6 +402,9 @@ def _claims(report, grid, runs, teacher_row, fact_rows, best, baselines) -> None
     def by_seed(name: str, key: str) -> dict[int, float]:
         return {r["seed"]: r[key] for r in runs if r["variant"] == name and key in r}
 
+    def mean(name: str, key: str) -> float:
+        return float(np.mean(_values(runs, name, key)))
+
     def paired(a: str, b: str, key: str) -> tuple[float, float, float]:
         xa, xb = by_seed(a, key), by_seed(b, key)
         diffs = [xa[s] - xb[s] for s in xa if s in xb]
@@ -429,10 +446,7 @@ def _claims(report, grid, runs, teacher_row, fact_rows, best, baselines) -> None
     if "control" in grid and "delta" in grid:
         m = paired("control", "delta", "mse")
         kdi = np.asarray(teacher_row["key_dependence"]).ravel()
-        adv = (
-            np.mean([r["mse_by_head"] for r in runs if r["variant"] == "gated"], 0)
-            - np.mean([r["mse_by_head"] for r in runs if r["variant"] == "delta"], 0)
-        ).ravel()
+        adv = _delta_gain(runs)
         rho = float(stats.spearmanr(kdi, adv).statistic) if len(kdi) > 2 else float("nan")
         report.add_claim(
             Claim(
@@ -447,18 +461,14 @@ def _claims(report, grid, runs, teacher_row, fact_rows, best, baselines) -> None
         )
     # 3. interventions close the delta model's 4x MQAR gap
     t4 = teacher_row["mqar_4x"]
-    base = np.mean(list(by_seed("delta", "mqar_4x").values()))
+    base = mean("delta", "mqar_4x")
     gap = t4 - base
     closed = {}
     for n in ("delta+sinks", "delta+conv", "delta+routing", OURS):
         if n in grid:
-            closed[n] = (
-                (np.mean(list(by_seed(n, "mqar_4x").values())) - base) / gap
-                if gap > 0
-                else float("nan")
-            )
+            closed[n] = (mean(n, "mqar_4x") - base) / gap if gap > 0 else float("nan")
     if OURS in closed:
-        heads_err = np.mean([r["mse_by_head"] for r in runs if r["variant"] == "delta"], 0).ravel()
+        heads_err = _head_errors(runs, "delta").ravel()
         sink = np.asarray(teacher_row["sink_mass"]).ravel()
         recent = np.asarray(teacher_row["recent_mass"]).ravel()
         rho_s = float(stats.spearmanr(sink, heads_err).statistic)
@@ -478,12 +488,8 @@ def _claims(report, grid, runs, teacher_row, fact_rows, best, baselines) -> None
         )
     # 4. routing within 2 points of the LoLA-style cache at equal budget
     if OURS in grid and "lola" in grid:
-        d_m = 100 * np.mean(list(by_seed(OURS, "mqar_4x").values())) - 100 * np.mean(
-            list(by_seed("lola", "mqar_4x").values())
-        )
-        d_p = 100 * np.mean(list(by_seed(OURS, "passkey_4x").values())) - 100 * np.mean(
-            list(by_seed("lola", "passkey_4x").values())
-        )
+        d_m = 100 * mean(OURS, "mqar_4x") - 100 * mean("lola", "mqar_4x")
+        d_p = 100 * mean(OURS, "passkey_4x") - 100 * mean("lola", "passkey_4x")
         worst = min(d_m, d_p)
         report.add_claim(
             Claim.threshold(
@@ -497,10 +503,7 @@ def _claims(report, grid, runs, teacher_row, fact_rows, best, baselines) -> None
             )
         )
     # 5. best frozen variant beats every post-hoc baseline on fact accuracy
-    fa = {
-        n: np.mean([r["fact_acc"] for r in fact_rows if r["variant"] == n])
-        for n in [best, *baselines]
-    }
+    fa = {n: np.mean(_values(fact_rows, n, "fact_acc")) for n in [best, *baselines]}
     margin = fa[best] - max(fa[n] for n in baselines)
     report.add_claim(
         Claim.threshold(
@@ -543,7 +546,7 @@ def _figures(report, grid, runs, teacher_row) -> None:  # type: ignore[no-untype
     fig, ax = new_figure(size=(8, 4.5))
     for i, name in enumerate(names):
         group = grid[name][0]
-        m = [np.mean([r[k] for r in runs if r["variant"] == name]) for k in keys]
+        m = [np.mean(_values(runs, name, k)) for k in keys]
         ax.plot(xs, m, styles[group], color=cmap[i], marker="o", ms=3, label=f"{name} ({group})")
     ax.plot(xs, [teacher_row[k] for k in keys], "k-", lw=2.5, marker="s", label="softmax teacher")
     ax.set_xscale("log", base=2)
@@ -555,7 +558,7 @@ def _figures(report, grid, runs, teacher_row) -> None:  # type: ignore[no-untype
 
     fig, ax = new_figure(size=(7, 4))
     for name in [n for n in names if grid[n][0] == "update"]:
-        per_layer = np.mean([np.mean(r["mse_by_head"], 1) for r in runs if r["variant"] == name], 0)
+        per_layer = _head_errors(runs, name).mean(1)
         ax.plot(range(len(per_layer)), per_layer, marker="o", label=name)
     ax.set_xticks(range(len(per_layer)))
     ax.set_xlabel("layer")
@@ -565,12 +568,11 @@ def _figures(report, grid, runs, teacher_row) -> None:  # type: ignore[no-untype
     report.add_figure("mse_per_layer", fig)
 
     steps = [n for n in ("delta", "delta+sinks", "delta+conv", "delta+routing", OURS) if n in grid]
-    vals = [np.mean([r["mqar_4x"] for r in runs if r["variant"] == n]) for n in steps]
+    vals = [np.mean(_values(runs, n, "mqar_4x")) for n in steps]
     fig, ax = new_figure(size=(7, 4))
-    prev = vals[0]
     ax.bar(0, vals[0], color="grey")
     for i, v in enumerate(vals[1:], 1):
-        ax.bar(i, v - vals[0], bottom=vals[0], color="tab:green" if v >= prev else "tab:red")
+        ax.bar(i, v - vals[0], bottom=vals[0], color="tab:green" if v >= vals[0] else "tab:red")
     ax.axhline(teacher_row["mqar_4x"], color="k", ls="--", label="softmax")
     ax.set_xticks(range(len(steps)), steps, rotation=20, fontsize=7)
     ax.set_ylabel("MQAR accuracy at 4x")
@@ -579,10 +581,7 @@ def _figures(report, grid, runs, teacher_row) -> None:  # type: ignore[no-untype
 
     if "gated" in grid and "delta" in grid:
         kdi = np.asarray(teacher_row["key_dependence"]).ravel()
-        adv = (
-            np.mean([r["mse_by_head"] for r in runs if r["variant"] == "gated"], 0)
-            - np.mean([r["mse_by_head"] for r in runs if r["variant"] == "delta"], 0)
-        ).ravel()
+        adv = _delta_gain(runs)
         fig, ax = new_figure(size=(5, 4))
         ax.scatter(kdi, adv)
         ax.axhline(0, color="grey", lw=0.5)
