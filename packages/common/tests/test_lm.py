@@ -168,6 +168,30 @@ def test_capture_mlp_records_what_the_mlp_computes(model, tok, prompts):
     assert not lm.mlp_module(model, 0)._forward_hooks  # transformers hooks blocks, not MLPs
 
 
+def test_down_proj_records_and_weight_view_agree(model, tok, prompts):
+    ids = torch.tensor([tok(prompts[0])["input_ids"]])
+    module = lm.mlp_down_proj(model, 1)
+    W = lm.down_proj_weight(module)
+    with torch.no_grad(), lm.capture_mlp(model, [1], site="down_proj") as rec:
+        model(input_ids=ids)
+    keys, values = rec[1].inputs, rec[1].outputs
+    assert W.shape == (32, keys.shape[-1])
+    assert keys.shape[-1] > 32  # the MLP's hidden width, not d_model
+    bias = module.bias if module.bias is not None else torch.zeros(32)
+    assert torch.allclose(keys @ W.T + bias, values, atol=1e-5)
+    # the view writes through: a change of W changes the module's output
+    with torch.no_grad():
+        saved = module.weight.detach().clone()
+        W.add_(1.0)
+        assert not torch.equal(module.weight, saved)
+        module.weight.copy_(saved)
+    assert not module._forward_hooks  # removed on exit
+    with pytest.raises(ValueError, match="out of range"):
+        lm.mlp_down_proj(model, 2)
+    with pytest.raises(ValueError, match="site"), lm.capture_mlp(model, [0], site="attn"):
+        pass
+
+
 def test_sample_is_seeded_and_its_logprobs_are_the_models(model, tok, prompts):
     a = lm.sample(model, tok, prompts[:3], n=3, max_new_tokens=5, seed=7)
     b = lm.sample(model, tok, prompts[:3], n=3, max_new_tokens=5, seed=7)

@@ -67,6 +67,7 @@ __all__ = [
     "build_tokenizer",
     "capture_mlp",
     "decoder_layers",
+    "down_proj_weight",
     "fact_lm",
     "fact_lm_cache_dir",
     "final_norm",
@@ -74,6 +75,7 @@ __all__ = [
     "load_lm",
     "load_tokenizer",
     "logit_lens",
+    "mlp_down_proj",
     "mlp_module",
     "next_token_logprobs",
     "num_layers",
@@ -372,6 +374,16 @@ FACT_LM_SIZES: dict[str, dict[str, Any]] = {
         "d_model": 128,
         "n_heads": 4,
         "steps": 2000,
+        "batch_size": 64,
+        "lr": 3e-3,
+    },
+    # "tiny4": four blocks (so logit-lens readouts have intermediate layers), about 70 s on 2 cores
+    # for a World of 160 people
+    "tiny4": {
+        "n_layers": 4,
+        "d_model": 128,
+        "n_heads": 4,
+        "steps": 800,
         "batch_size": 64,
         "lr": 3e-3,
     },
@@ -1094,19 +1106,71 @@ def mlp_module(model: nn.Module, block: int) -> nn.Module:
     return mlp
 
 
+# the MLP's output projection (d_ff -> d_model) under the names the common architectures use:
+# Llama/Qwen2/Mistral ``down_proj``, GPT-2/GPT-Neo ``c_proj`` (Conv1D), GPT-J ``fc_out``,
+# NeoX/Falcon ``dense_4h_to_h``, OPT ``fc2`` (OPT's MLP lives on the block itself)
+_DOWN_PROJ_NAMES = ("down_proj", "c_proj", "fc_out", "dense_4h_to_h", "fc2")
+
+
+def mlp_down_proj(model: nn.Module, block: int) -> nn.Module:
+    """The output projection of block ``block``'s MLP (the matrix ROME and MEMIT edit).
+
+    Its input is the MLP's hidden activation (the "key"), its output the MLP's contribution to the
+    residual stream (the "value"). See :func:`down_proj_weight` for the weight in one orientation.
+    """
+    blocks = decoder_layers(model)
+    if not 0 <= block < len(blocks):
+        raise ValueError(
+            f"block {block} out of range: this model's blocks are 0..{len(blocks) - 1}"
+        )
+    for owner in (getattr(blocks[block], "mlp", None), blocks[block]):
+        if not isinstance(owner, nn.Module):
+            continue
+        for name in _DOWN_PROJ_NAMES:
+            module = getattr(owner, name, None)
+            if isinstance(module, nn.Module) and hasattr(module, "weight"):
+                return module
+    raise ValueError(
+        f"cannot find the MLP output projection of block {block} of {type(model).__name__} "
+        f"(looked for {', '.join(_DOWN_PROJ_NAMES)})"
+    )
+
+
+def down_proj_weight(module: nn.Module) -> torch.Tensor:
+    """The weight of an MLP output projection as a ``(d_model, d_ff)`` view (``y = W x + b``).
+
+    ``nn.Linear`` stores it that way; GPT-2's ``Conv1D`` stores the transpose, so this returns a
+    transposed view. In-place updates of the view (``W.add_(delta)``) change the module's weight.
+    """
+    weight = module.weight
+    if type(module).__name__ == "Conv1D":
+        return weight.T
+    if isinstance(module, nn.Linear):
+        return weight
+    raise TypeError(f"expected nn.Linear or transformers' Conv1D; got {type(module).__name__}")
+
+
 @contextlib.contextmanager
-def capture_mlp(model: nn.Module, blocks: Sequence[int]) -> Iterator[dict[int, MLPRecord]]:
-    """Record the MLP input and output of each of ``blocks`` (0-based) on every forward inside.
+def capture_mlp(
+    model: nn.Module, blocks: Sequence[int], site: Literal["mlp", "down_proj"] = "mlp"
+) -> Iterator[dict[int, MLPRecord]]:
+    """Record the input and output of each of ``blocks``' (0-based) MLP on every forward inside.
+
+    ``site="mlp"``: the whole MLP (input: the normed residual, ``d_model``; output: its write to the
+    residual). ``site="down_proj"``: the output projection (:func:`mlp_down_proj`; input: the
+    hidden activation, ``d_ff``; output the same write). Hooks are removed on exit.
 
     >>> # with capture_mlp(model, [0, 1]) as rec: model(**batch); rec[1].outputs.shape
     """
     blocks = list(blocks)
     if not blocks:
         raise ValueError("blocks must not be empty")
+    if site not in ("mlp", "down_proj"):
+        raise ValueError(f"site must be 'mlp' or 'down_proj'; got {site!r}")
     store = {b: MLPRecord() for b in blocks}
     handles = []
     for b in blocks:
-        module = mlp_module(model, b)
+        module = mlp_module(model, b) if site == "mlp" else mlp_down_proj(model, b)
 
         def hook(_module: nn.Module, args: tuple, out: Any, b: int = b) -> None:
             store[b].inputs = args[0].detach() if args else None
