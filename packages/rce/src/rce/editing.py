@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 import numpy as np
@@ -47,7 +47,9 @@ __all__ = [
     "FTConfig",
     "MEMITConfig",
     "ROMEConfig",
+    "RankOneUpdate",
     "TraceResult",
+    "apply_rank_one",
     "context_templates",
     "edit",
     "memit_solve",
@@ -921,7 +923,7 @@ def edit(
     saved: dict[str, torch.Tensor] = {}
     info: dict[str, Any] = {"layers": layers}
     if method == "rome":
-        cfg = _with_layer(config, layers[0])
+        cfg = replace(config, layer=layers[0])
         for r in reqs:
             (update,), info_r = rome_updates(model, tok, [r], defence, cfg, C[layers[0]], contexts)
             apply_rank_one(model, update, saved)
@@ -936,12 +938,6 @@ def edit(
                 model, tok, reqs, layer, defence.revs_neurons, defence.revs_rank, saved=saved
             )
     return EditHandle(method, layers, saved, model, info)
-
-
-def _with_layer(cfg: ROMEConfig, layer: int) -> ROMEConfig:
-    from dataclasses import replace
-
-    return replace(cfg, layer=layer)
 
 
 def _memit(

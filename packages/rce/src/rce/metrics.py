@@ -27,7 +27,7 @@ from rce.attacks import (
 )
 from rce.requests import EditRequest, answer_id
 
-__all__ = ["ATTACKS", "evaluate_requests", "wilson"]
+__all__ = ["ATTACKS", "concat", "evaluate_requests", "wilson"]
 
 ATTACKS = ("output", "output_raw", "hp", "pd", "ir")
 

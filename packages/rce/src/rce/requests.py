@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -28,6 +28,8 @@ from paper_common.lm import next_token_logprobs, token_rank
 __all__ = [
     "EditRequest",
     "answer_id",
+    "as_template",
+    "check_template",
     "load_counterfact",
     "load_zsre",
     "relation_templates",
@@ -269,7 +271,7 @@ def load_counterfact(
     for rec in _read_json(path):
         rw = rec["requested_rewrite"]
         subject, true = rw["subject"], rw["target_true"]["str"]
-        if not _is_one_token(tok, true):
+        if not _is_one_token(tok, true) or rw["target_new"]["str"].strip() == true.strip():
             continue
         attack = []
         for p in rec.get("paraphrase_prompts", []):
@@ -303,6 +305,8 @@ def load_zsre(path: str | os.PathLike[str], tok: Any, n: int | None = None) -> l
         subject, true = rec["subject"], rec["answers"][0]
         if not _is_one_token(tok, true) or subject not in rec["src"]:
             continue
+        if rec["alt"].strip() == true.strip():  # nothing to hide
+            continue
         attack = ()
         if rec.get("rephrase") and subject in rec["rephrase"]:
             attack = (as_template(rec["rephrase"], subject),)
@@ -315,8 +319,3 @@ def load_zsre(path: str | os.PathLike[str], tok: Any, n: int | None = None) -> l
         if n is not None and len(out) >= n:
             break
     return out
-
-
-def with_target(request: EditRequest, target: str) -> EditRequest:
-    """The same request with another sanitized target."""
-    return replace(request, target=target)
