@@ -277,6 +277,20 @@ def context_templates(
     return out
 
 
+def _padded(
+    tok: Any, seqs: list[list[int]], device: torch.device
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Right-padded ``(ids, attention_mask)`` of token-id lists."""
+    width = max(len(x) for x in seqs)
+    pad = tok.pad_token_id if tok.pad_token_id is not None else 0
+    ids = torch.full((len(seqs), width), pad, dtype=torch.long)
+    mask = torch.zeros_like(ids)
+    for j, x in enumerate(seqs):
+        ids[j, : len(x)] = torch.tensor(x)
+        mask[j, : len(x)] = 1
+    return ids.to(device), mask.to(device)
+
+
 @dataclass
 class _Rows:
     """A padded batch of edit rows: rewrite rows (contexts x edit prompt + target prefix),
@@ -329,13 +343,7 @@ def _build_rows(
                 list(range(len(p_ids) - 1, len(p_ids) - 1 + len(t_ids))) if k == 0 else []
             )
             nll_ids.append(t_ids if k == 0 else [])
-    width = max(len(s) for s in seqs)
-    pad = tok.pad_token_id if tok.pad_token_id is not None else 0
-    ids = torch.full((len(seqs), width), pad, dtype=torch.long)
-    mask = torch.zeros((len(seqs), width), dtype=torch.long)
-    for j, s in enumerate(seqs):
-        ids[j, : len(s)] = torch.tensor(s)
-        mask[j, : len(s)] = 1
+    ids, mask = _padded(tok, seqs, device)
 
     def t(x: list[int]) -> torch.Tensor:
         return torch.tensor(x, dtype=torch.long, device=device)
@@ -350,8 +358,8 @@ def _build_rows(
         mask_m[j, : len(tid)] = 1.0
 
     return _Rows(
-        ids.to(device),
-        mask.to(device),
+        ids,
+        mask,
         t(req),
         t(kind),
         t(lookup),
@@ -560,17 +568,10 @@ def _keys_at(
 ) -> torch.Tensor:
     """Down-projection inputs at one position of each text: ``(n, d_ff)``, float32."""
     dev = _device(model)
-    seqs = [tok(t)["input_ids"] for t in texts]
-    width = max(len(s) for s in seqs)
-    pad = tok.pad_token_id if tok.pad_token_id is not None else 0
-    ids = torch.full((len(seqs), width), pad, dtype=torch.long)
-    mask = torch.zeros_like(ids)
-    for j, s in enumerate(seqs):
-        ids[j, : len(s)] = torch.tensor(s)
-        mask[j, : len(s)] = 1
+    ids, mask = _padded(tok, [tok(t)["input_ids"] for t in texts], dev)
     with torch.no_grad(), capture_mlp(model, [layer], site="down_proj") as rec:
-        model(input_ids=ids.to(dev), attention_mask=mask.to(dev))
-    rows = torch.arange(len(seqs))
+        model(input_ids=ids, attention_mask=mask)
+    rows = torch.arange(len(texts))
     return rec[layer].inputs[rows, torch.tensor(positions)].float()
 
 
@@ -604,19 +605,13 @@ def second_moment(
     if not texts:
         raise ValueError("texts must not be empty")
     dev = _device(model)
-    pad = tok.pad_token_id if tok.pad_token_id is not None else 0
     total, count = None, 0
     for start in range(0, len(texts), batch_size):
         seqs = [tok(t)["input_ids"] for t in texts[start : start + batch_size]]
-        width = max(len(s) for s in seqs)
-        ids = torch.full((len(seqs), width), pad, dtype=torch.long)
-        mask = torch.zeros_like(ids)
-        for j, s in enumerate(seqs):
-            ids[j, : len(s)] = torch.tensor(s)
-            mask[j, : len(s)] = 1
+        ids, mask = _padded(tok, seqs, dev)
         with torch.no_grad(), capture_mlp(model, [layer], site="down_proj") as rec:
-            model(input_ids=ids.to(dev), attention_mask=mask.to(dev))
-        keys = rec[layer].inputs[mask.to(dev).bool()].double()
+            model(input_ids=ids, attention_mask=mask)
+        keys = rec[layer].inputs[mask.bool()].double()
         total = keys.T @ keys if total is None else total + keys.T @ keys
         count += keys.shape[0]
     return (total / count).cpu()
