@@ -2,12 +2,13 @@
 
 import json
 
+import numpy as np
 import pytest
 
 pytest.importorskip("torch")
 
 from paper_common import Report
-from rce.reproduce import SCALES, reproduce
+from rce.reproduce import SCALES, _seed_job, reproduce
 
 
 @pytest.fixture(scope="module")
@@ -47,3 +48,14 @@ def test_same_seed_same_report(smoke, tmp_path):
         [c.to_dict() for c in report.claims]
     )
     assert again.tables["summary"] == report.tables["summary"]
+
+
+def test_the_ft_editor_runs_in_the_experiment(fact_model):
+    cfg = {**SCALES["smoke"], "editors": ["ft"], "defences": ["none", "rce"]}
+    cfg["ft"] = {"steps": 10, "lr": 1e-2, "norm_bound": 5e-2}
+    run = _seed_job((cfg, 0))
+    assert set(run["results"]) == {"ft/none", "ft/rce"}
+    assert run["restored"]
+    none = run["results"]["ft/none"]
+    assert none["target_top1"].mean() > run["before"]["target_top1"].mean()
+    assert np.median(none["true_rank"]) > 1  # the edit moved the true answer off the top

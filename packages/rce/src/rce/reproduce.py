@@ -21,6 +21,7 @@ from paper_common.facts import RELATIONS, World
 from paper_common.lm import fact_lm
 from rce.attacks import BUDGETS
 from rce.editing import (
+    FTConfig,
     MEMITConfig,
     ROMEConfig,
     apply_rank_one,
@@ -105,7 +106,7 @@ SCALES: dict[str, dict[str, Any]] = {
         "arch": "gpt2",
         "n_edits": 100,
         "n_utility": 200,
-        "editors": ["rome", "memit"],
+        "editors": ["rome", "memit", "ft"],
         "defences": [
             "none",
             "fact_erasure",
@@ -123,6 +124,7 @@ SCALES: dict[str, dict[str, Any]] = {
             "mom2_weight": 100.0,
             "contexts": ((5, 10),),
         },
+        "ft": {"steps": 25, "lr": 5e-4, "norm_bound": 5e-4},
         "workers": 2,
     },
 }
@@ -193,10 +195,17 @@ def _seed_job(job: tuple[dict[str, Any], int]) -> dict[str, Any]:
                 parts.append(evaluate_requests(model, tok, [request], utility, seed=seed))
                 handle.restore()
             results[f"{editor}/{name}"] = concat(parts)
-        else:
+        elif editor == "memit":
             handle = edit(
                 model, tok, requests, "memit", defence, memit_cfg, C=C, contexts=m_contexts
             )
+            results[f"{editor}/{name}"] = evaluate_requests(
+                model, tok, requests, utility, seed=seed
+            )
+            handle.restore()
+        else:  # norm-bounded fine-tuning of the traced block's MLP on all edits at once
+            ft_cfg = FTConfig(layer=layer, fact_token=fact_token, **cfg.get("ft", {}))
+            handle = edit(model, tok, requests, "ft", defence, ft_cfg, contexts=["{}"])
             results[f"{editor}/{name}"] = evaluate_requests(
                 model, tok, requests, utility, seed=seed
             )
