@@ -79,8 +79,10 @@ __all__ = [
     "mlp_module",
     "next_token_logprobs",
     "num_layers",
+    "pad_id",
     "quiet_hf_progress",
     "residual_stream",
+    "right_padded",
     "sample",
     "save_lm",
     "sequence_logprob",
@@ -191,7 +193,7 @@ def tiny_causal_lm(
     ids = {
         "bos_token_id": tokenizer.bos_token_id,
         "eos_token_id": tokenizer.eos_token_id,
-        "pad_token_id": _pad_id(tokenizer),
+        "pad_token_id": pad_id(tokenizer),
     }
     vocab = len(tokenizer)
     if arch in ("llama", "qwen2"):
@@ -267,7 +269,8 @@ class TrainResult:
         return self.tokens / self.seconds if self.seconds > 0 else float("nan")
 
 
-def _pad_id(tok: PreTrainedTokenizerBase) -> int:
+def pad_id(tok: PreTrainedTokenizerBase) -> int:
+    """The id to pad with: the tokenizer's pad token, else its eos token."""
     if tok.pad_token_id is not None:
         return int(tok.pad_token_id)
     if tok.eos_token_id is not None:
@@ -326,7 +329,7 @@ def train_causal_lm(
     device = _device(model)
     seqs, starts = _encode_examples(tokenizer, texts, pairs, max_length)
     n, width = len(seqs), max(len(s) for s in seqs)
-    pad = _pad_id(tokenizer)
+    pad = pad_id(tokenizer)
     ids = torch.full((n, width), pad, dtype=torch.long)
     labels = torch.full((n, width), -100, dtype=torch.long)
     mask = torch.zeros((n, width), dtype=torch.long)
@@ -646,9 +649,8 @@ def _batches(n: int, batch_size: int) -> Iterator[slice]:
         yield slice(i, min(i + batch_size, n))
 
 
-def _right_padded(
-    seqs: list[list[int]], pad: int, device: torch.device
-) -> tuple[torch.Tensor, ...]:
+def right_padded(seqs: list[list[int]], pad: int, device: torch.device) -> tuple[torch.Tensor, ...]:
+    """Right-padded ``(ids, attention_mask, lengths)`` of token-id lists, on ``device``."""
     width = max(len(s) for s in seqs)
     ids = torch.full((len(seqs), width), pad, dtype=torch.long)
     mask = torch.zeros((len(seqs), width), dtype=torch.long)
@@ -674,12 +676,12 @@ def next_token_logprobs(
 ) -> torch.Tensor:
     """Log-probabilities of the next token after each prompt: ``(n_prompts, vocab)``, float32, on CPU."""
     prompts = _check_prompts(prompts)
-    device, pad = _device(model), _pad_id(tok)
+    device, pad = _device(model), pad_id(tok)
     seqs = _prompt_ids(tok, prompts)
     out = []
     with _eval(model):
         for sl in _batches(len(seqs), batch_size):
-            ids, mask, lengths = _right_padded(seqs[sl], pad, device)
+            ids, mask, lengths = right_padded(seqs[sl], pad, device)
             logits = model(input_ids=ids, attention_mask=mask).logits
             last = logits[torch.arange(len(lengths), device=device), lengths - 1]
             out.append(torch.log_softmax(last.float(), dim=-1).cpu())
@@ -725,7 +727,7 @@ def sequence_logprob(
     _check_pair(prompts, continuations, "prompts", "continuations")
     if reduction not in ("sum", "mean", "none"):
         raise ValueError(f"reduction must be 'sum', 'mean' or 'none'; got {reduction!r}")
-    device, pad = _device(model), _pad_id(tok)
+    device, pad = _device(model), pad_id(tok)
     p_ids = _prompt_ids(tok, prompts)
     c_ids = tok(continuations, add_special_tokens=False)["input_ids"]
     if any(len(c) == 0 for c in c_ids):
@@ -734,7 +736,7 @@ def sequence_logprob(
     per_token: list[torch.Tensor] = []
     with _eval(model):
         for sl in _batches(len(seqs), batch_size):
-            ids, mask, _ = _right_padded(seqs[sl], pad, device)
+            ids, mask, _ = right_padded(seqs[sl], pad, device)
             logp = torch.log_softmax(model(input_ids=ids, attention_mask=mask).logits.float(), -1)
             tok_lp = logp[:, :-1].gather(-1, ids[:, 1:, None])[..., 0].cpu()
             for j, (p, c) in enumerate(zip(p_ids[sl], c_ids[sl], strict=True)):
@@ -822,7 +824,7 @@ def _generate(
     **kwargs: Any,
 ) -> tuple[Any, int]:
     """``model.generate`` on left-padded prompts; returns the output and the prompt width."""
-    device, pad = _device(model), _pad_id(tok)
+    device, pad = _device(model), pad_id(tok)
     seqs = _prompt_ids(tok, prompts)
     width = max(len(s) for s in seqs)
     ids = torch.full((len(seqs), width), pad, dtype=torch.long)
@@ -1000,12 +1002,12 @@ def residual_stream(
     layers = _check_layers(model, layers)
     if position not in ("last", "mean"):
         raise ValueError(f"position must be 'last' or 'mean'; got {position!r}")
-    device, pad = _device(model), _pad_id(tok)
+    device, pad = _device(model), pad_id(tok)
     seqs = _prompt_ids(tok, prompts)
     out = []
     with _eval(model), _record_residual(model, layers) as store:
         for sl in _batches(len(seqs), batch_size):
-            ids, mask, lengths = _right_padded(seqs[sl], pad, device)
+            ids, mask, lengths = right_padded(seqs[sl], pad, device)
             model(input_ids=ids, attention_mask=mask)
             hs = torch.stack([store[layer] for layer in layers], dim=1).float()  # (b, L, seq, d)
             if position == "last":

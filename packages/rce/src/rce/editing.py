@@ -37,6 +37,8 @@ from paper_common.lm import (
     final_norm,
     mlp_down_proj,
     num_layers,
+    pad_id,
+    right_padded,
     sample,
 )
 from rce.objectives import Defence, defence_term
@@ -277,20 +279,6 @@ def context_templates(
     return out
 
 
-def _padded(
-    tok: Any, seqs: list[list[int]], device: torch.device
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Right-padded ``(ids, attention_mask)`` of token-id lists."""
-    width = max(len(x) for x in seqs)
-    pad = tok.pad_token_id if tok.pad_token_id is not None else 0
-    ids = torch.full((len(seqs), width), pad, dtype=torch.long)
-    mask = torch.zeros_like(ids)
-    for j, x in enumerate(seqs):
-        ids[j, : len(x)] = torch.tensor(x)
-        mask[j, : len(x)] = 1
-    return ids.to(device), mask.to(device)
-
-
 @dataclass
 class _Rows:
     """A padded batch of edit rows: rewrite rows (contexts x edit prompt + target prefix),
@@ -343,7 +331,7 @@ def _build_rows(
                 list(range(len(p_ids) - 1, len(p_ids) - 1 + len(t_ids))) if k == 0 else []
             )
             nll_ids.append(t_ids if k == 0 else [])
-    ids, mask = _padded(tok, seqs, device)
+    ids, mask, _ = right_padded(seqs, pad_id(tok), device)
 
     def t(x: list[int]) -> torch.Tensor:
         return torch.tensor(x, dtype=torch.long, device=device)
@@ -568,7 +556,7 @@ def _keys_at(
 ) -> torch.Tensor:
     """Down-projection inputs at one position of each text: ``(n, d_ff)``, float32."""
     dev = _device(model)
-    ids, mask = _padded(tok, [tok(t)["input_ids"] for t in texts], dev)
+    ids, mask, _ = right_padded([tok(t)["input_ids"] for t in texts], pad_id(tok), dev)
     with torch.no_grad(), capture_mlp(model, [layer], site="down_proj") as rec:
         model(input_ids=ids, attention_mask=mask)
     rows = torch.arange(len(texts))
@@ -608,7 +596,7 @@ def second_moment(
     total, count = None, 0
     for start in range(0, len(texts), batch_size):
         seqs = [tok(t)["input_ids"] for t in texts[start : start + batch_size]]
-        ids, mask = _padded(tok, seqs, dev)
+        ids, mask, _ = right_padded(seqs, pad_id(tok), dev)
         with torch.no_grad(), capture_mlp(model, [layer], site="down_proj") as rec:
             model(input_ids=ids, attention_mask=mask)
         keys = rec[layer].inputs[mask.bool()].double()
@@ -814,12 +802,7 @@ def trace_layers(
     look, ans, true = rows.lookup[pick], rows.answer[pick], rows.true[pick]
     ends = torch.tensor([lookup_index(tok, r.prompt, r.subject) for r in reps], device=dev)
     starts = torch.tensor(
-        [
-            len(tok(r.prompt[: r.prompt.index("{}")])["input_ids"])
-            for r in requests
-            for _ in range(samples)
-        ],
-        device=dev,
+        [len(tok(r.prompt[: r.prompt.index("{}")])["input_ids"]) for r in reps], device=dev
     )
     emb = model.get_input_embeddings()
     std = emb.weight.detach().float().std()
@@ -844,20 +827,14 @@ def trace_layers(
     with torch.no_grad():
         h = emb.register_forward_hook(corrupt)
         try:
-            p_bad = p_true(model(input_ids=ids, attention_mask=mask).logits)
+            with capture_mlp(model, range(n), site="down_proj") as bad_rec:
+                p_bad = p_true(model(input_ids=ids, attention_mask=mask).logits)
             for b in range(n):
-                module = mlp_down_proj(model, b)
-                with _add_at(module, rr, look, torch.zeros(len(rr), 1, device=dev)) as rec:
-                    model(input_ids=ids, attention_mask=mask)
-                fix = clean[b] - rec["before"]
-                with _add_at(module, rr, look, fix):
-                    effects.append(
-                        float(
-                            (
-                                p_true(model(input_ids=ids, attention_mask=mask).logits) - p_bad
-                            ).mean()
-                        )
-                    )
+                # restoring block b leaves its own (noised) output as in the run above
+                fix = clean[b] - bad_rec[b].outputs[rr, look]
+                with _add_at(mlp_down_proj(model, b), rr, look, fix):
+                    logits = model(input_ids=ids, attention_mask=mask).logits
+                effects.append(float((p_true(logits) - p_bad).mean()))
         finally:
             h.remove()
     return TraceResult(np.asarray(effects), float(p_clean.mean()), float(p_bad.mean()))
