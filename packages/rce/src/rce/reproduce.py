@@ -32,7 +32,7 @@ from rce.editing import (
     second_moment,
     trace_layers,
 )
-from rce.metrics import concat, evaluate_requests, wilson
+from rce.metrics import ATTACKS, concat, evaluate_requests, wilson
 from rce.objectives import Defence
 from rce.requests import utility_prompts, world_requests
 
@@ -129,13 +129,20 @@ SCALES: dict[str, dict[str, Any]] = {
     },
 }
 
-ATTACK_LABELS = {
-    "output": "Output (target excluded)",
-    "output_raw": "Output (raw top-B)",
-    "hp": "Head Projection",
-    "pd": "Probability Delta",
-    "ir": "Input Rephrasing",
-}
+# display names of the attacks rce.metrics scores, in its order
+ATTACK_LABELS = dict(
+    zip(
+        ATTACKS,
+        (
+            "Output (target excluded)",
+            "Output (raw top-B)",
+            "Head Projection",
+            "Probability Delta",
+            "Input Rephrasing",
+        ),
+        strict=True,
+    )
+)
 
 
 def _cells(cfg: dict[str, Any]) -> list[tuple[str, str]]:
