@@ -126,14 +126,13 @@ def _onehot(items: list[DriftItem]) -> np.ndarray:
 def _saplma_statements(world: Any, t_q: int) -> tuple[list[str], list[bool], list[str]]:
     """True/false statements of every relation at the query time (SAPLMA's training data)."""
     items = world.verification_items("all", t_q)
-    rels = list(RELATIONS)
     return (
         [
             RELATIONS[v.fact.relation].statements[0].format(s=v.fact.subject, v=v.claimed_value)
             for v in items
         ],
         [v.label for v in items],
-        [v.fact.relation if v.fact.relation in rels else "" for v in items],
+        [v.fact.relation for v in items],
     )
 
 
