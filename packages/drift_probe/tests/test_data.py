@@ -1,6 +1,7 @@
 """Drift labels, the oracle, the training corpus and the role-timeline loader."""
 
 import json
+import math
 
 import numpy as np
 import pytest
@@ -143,3 +144,13 @@ def test_bad_timeline_files_raise(tmp_path):
     other.write_text("a")
     with pytest.raises(ValueError, match="must be"):
         load_timelines(other)
+
+
+def test_full_scale_names_the_papers_models_with_readable_cutoffs():
+    from drift_probe.reproduce import SCALES
+
+    models = SCALES["full"]["real_models"]
+    assert len(models) == 5
+    assert all(2022 <= to_year(c) < 2025 for c in models.values())
+    full = SCALES["full"]
+    assert len(full["archs"]) * math.comb(len(full["cutoffs"]), 2) == 12  # ordered snapshot pairs

@@ -111,6 +111,9 @@ SCALES: dict[str, dict[str, Any]] = {
         "n_null": 200,
         "inlp_k": 10,
         "workers": 2,
+        # the paper's models and their cutoffs, for timeline_items on a local role-timeline file
+        # (needs the checkpoints and a GPU; not run by this runner)
+        "real_models": MODEL_CUTOFFS,
     },
 }
 
