@@ -265,9 +265,17 @@ class CCS:
             seed,
         )
 
-    def _pairs(
-        self, model: torch.nn.Module, tok: object, claims: Sequence[str]
+    def pairs(
+        self,
+        model: torch.nn.Module,
+        tok: object,
+        items: Sequence[DriftItem],
+        answers: Sequence[str] | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
+        """Hidden states of the "... True" and "... False" sides of each item's claim (filled with
+        ``answers``, default the model's greedy answers): compute once, then :meth:`fit_pairs` and
+        :meth:`p_true_pairs` on them."""
+        claims = _claims(model, tok, _check_items(items), answers)
         layer = _middle(model) if self.layer is None else self.layer
         pos = [f"Claim: {c} True or false? A: True" for c in claims]
         neg = [f"Claim: {c} True or false? A: False" for c in claims]
@@ -336,8 +344,7 @@ class CCS:
         labels: object = None,
         answers: Sequence[str] | None = None,
     ) -> CCS:
-        items = _check_items(items)
-        return self.fit_pairs(*self._pairs(model, tok, _claims(model, tok, items, answers)), labels)
+        return self.fit_pairs(*self.pairs(model, tok, items, answers), labels)
 
     def score(
         self,
@@ -346,8 +353,7 @@ class CCS:
         items: Sequence[DriftItem],
         answers: Sequence[str] | None = None,
     ) -> np.ndarray:
-        items = _check_items(items)
-        return 1 - self.p_true_pairs(*self._pairs(model, tok, _claims(model, tok, items, answers)))
+        return 1 - self.p_true_pairs(*self.pairs(model, tok, items, answers))
 
 
 # ----------------------------------------------------------------------------- SAPLMA

@@ -177,8 +177,10 @@ def _analyse(
         both["discrete"],
         both["weighted"],
     )
-    ccs = CCS(seed=seed, **cfg["ccs"]).fit(model, tok, items, y_c, answers=feats.answers)
-    scores["ccs"] = ccs.score(model, tok, items, answers=feats.answers)
+    # CCS: the contrast-pair states once, for fitting (oriented on correctness) and scoring
+    ccs = CCS(seed=seed, **cfg["ccs"])
+    x_pos, x_neg = ccs.pairs(model, tok, items, answers=feats.answers)
+    scores["ccs"] = 1 - ccs.fit_pairs(x_pos, x_neg, y_c).p_true_pairs(x_pos, x_neg)
     saplma = SAPLMA(seed=seed).fit_statements(
         model, tok, *_saplma_statements(world, world.end_year)
     )
@@ -661,6 +663,8 @@ def _figures(report: Report, runs: list[dict[str, Any]], pairs: list[dict[str, A
             )
             for p in profs:
                 ax.plot(p, color=color, alpha=0.15)
+    n_blocks = len(next(r["profiles"]["stale"] for r in runs if r["profiles"]["stale"] is not None))
+    ax.set_xticks(range(n_blocks))
     ax.set(
         xlabel="block",
         ylabel="MLP direct logit attribution",
