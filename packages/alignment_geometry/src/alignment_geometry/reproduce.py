@@ -1,0 +1,790 @@
+"""``reproduce``: quartic onset of alignment loss, and the Fisher as what governs it.
+
+1. The 2-D system (closed form): the slope of ``log u`` against ``log t``, the coefficient
+   ``lam c^2 a^2 / 8``, the quadratic onset with an offset, no loss at ``c = 0``, gradient descent
+   against gradient flow, and the AIC checker against the measured onsets of a sweep.
+2. A tiny aligned LM in float64, per seed (phase 1, one job per seed): pretrain and align it, the
+   exact Fisher of the KL alignment loss on held-out harmful prompts (every nonzero eigenvalue),
+   each task's gradient and its part ``g_F`` in the Fisher's range.
+3. Per seed and task (phase 2): the AIC and the onset coefficients; gradient descent at a tiny step
+   (``eta |H|_2 = 0.05 / onset_steps``) on the plain task and on its orthogonalised variant for the
+   onset slope; 200 steps at ``eta |H|_2 = 0.5`` on the plain task for the final loss of alignment,
+   ``delta^T F delta / 2``, the forecast and the predictor baselines; on some tasks, the mitigations.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+from scipy.stats import spearmanr
+
+from alignment_geometry.aic import alignment_risk_forecast
+from alignment_geometry.baselines import (
+    gradient_cosine,
+    hidden_similarity,
+    refusal_nll,
+    update_norm,
+)
+from alignment_geometry.finetune import Trajectory, finetune, orthogonalised, task_gradient
+from alignment_geometry.fisher import (
+    FlatParams,
+    HessianOperator,
+    PromptBatch,
+    response_logits,
+    sequence_nll,
+)
+from alignment_geometry.geometry import AlignedPoint, TaskGeometry, alignment_monitor
+from alignment_geometry.mitigations import (
+    EWC,
+    FisherPenalty,
+    SubspaceProjection,
+    add_lora,
+    safe_lora,
+)
+from alignment_geometry.system import TASKS, SystemConfig, build_system, task_examples
+from alignment_geometry.toy import Toy2D, loglog_slope
+from paper_common import Claim, Report, Stopwatch, check_scale, map_jobs, new_figure, write_report
+
+__all__ = ["SCALES", "reproduce"]
+
+_TOY = {"lam": [10.0, 50.0, 200.0], "c": [0.0, 0.5, 1.0], "offset": [0.0, 0.1]}
+
+SCALES: dict[str, dict[str, Any]] = {
+    "smoke": {
+        "seeds": [0],
+        "tasks": ["copy", "chat_copy"],
+        "system": {
+            "pretrain_steps": 150,
+            "align_steps": 100,
+            "n_harmful_eval": 8,
+            "n_align_prompts": 200,
+        },
+        "n_train": 16,
+        "d": 4,
+        "onset_steps": 30,
+        "steps": 30,
+        "mitigation_tasks": 1,
+        "controls": True,
+        "workers": 1,
+    },
+    "quick": {
+        "seeds": [0, 1, 2],
+        "tasks": list(TASKS)[:6],
+        "system": {"n_harmful_eval": 24},
+        "n_train": 32,
+        "d": 8,
+        "onset_steps": 100,
+        "steps": 200,
+        "mitigation_tasks": 3,  # on the first seed
+        "controls": True,
+        "workers": 2,
+    },
+    "full": {
+        "seeds": [0, 1, 2, 3, 4],
+        "tasks": list(TASKS),
+        "system": {"n_layers": 4, "pretrain_steps": 1500, "align_steps": 600, "n_harmful_eval": 48},
+        "n_train": 64,
+        "d": 16,
+        "onset_steps": 200,
+        "steps": 400,
+        "mitigation_tasks": 10,
+        "controls": True,
+        "workers": 2,
+        # the paper's setting, for a machine that holds real models (from local paths)
+        "real_models": {
+            "models": [
+                "google/gemma-3-1b-it",
+                "google/gemma-3-4b-it",
+                "meta-llama/Llama-3.2-1B-Instruct",
+                "meta-llama/Llama-3.2-3B-Instruct",
+                "Qwen/Qwen3-1.7B",
+                "Qwen/Qwen3-4B",
+                "microsoft/Phi-4-mini-instruct",
+                "microsoft/phi-4",
+            ],
+            "benign_sets": ["tatsu-lab/alpaca", "databricks/databricks-dolly-15k"],
+            "harmful_set": "a held-out harmful-prompt set, JSON lines with a 'prompt' field",
+            "lora": {"r": 8, "alpha": 16},
+            "optimizer": "gd",
+            "steps": 400,
+        },
+    },
+}
+
+KAPPA_MAIN = 0.5  # eta * |H|_2 of the main runs
+ONSET_WINDOW = 0.05  # eta * steps * |H|_2 bound of the onset window
+ADAM_LR = 1e-3
+SAFE_LORA_TAU = 0.5
+LORA = {"r": 4, "alpha": 8.0}
+
+
+# ============================================================================ toy
+def _toy_slope(toy: Toy2D, points: int = 25) -> dict[str, float]:
+    t_hi = ONSET_WINDOW / toy.hessian_norm
+    t = np.geomspace(t_hi * 1e-2, t_hi, points)
+    u = toy.alignment_loss(toy.flow(t))
+    slope, _ = loglog_slope(t, u)
+    return {"slope": slope, "u_max": float(u.max()), "t": t, "u": u}
+
+
+def _toy(cfg: dict[str, Any]) -> dict[str, Any]:
+    base = Toy2D()
+    flow = _toy_slope(base)
+    t_small = ONSET_WINDOW / base.hessian_norm * 1e-3
+    coef = float(base.alignment_loss(base.flow(t_small))[0] / t_small**4)
+    offset = _toy_slope(Toy2D(offset=0.1))
+    zero = _toy_slope(Toy2D(c=0.0))
+    gd_steps = 2000
+    lr = ONSET_WINDOW / base.hessian_norm / gd_steps
+    traj = base.gradient_descent(lr, gd_steps)
+    s = np.unique(np.geomspace(gd_steps // 10, gd_steps, 25).astype(int))
+    gd_slope, _ = loglog_slope(lr * s, base.alignment_loss(traj[s]))
+    sweep = []
+    for lam in _TOY["lam"]:
+        for c in _TOY["c"]:
+            for off in _TOY["offset"]:
+                toy = Toy2D(lam=lam, c=c, offset=off)
+                res = _toy_slope(toy)
+                aic = toy.aic()
+                quartic = bool(res["u_max"] > 0 and abs(res["slope"] - 4) < 0.5)
+                sweep.append(
+                    {
+                        "lam": lam,
+                        "c": c,
+                        "offset": off,
+                        "slope": res["slope"] if res["u_max"] > 0 else float("nan"),
+                        "r_proj": aic.r_proj,
+                        "gamma_hat": aic.gamma_hat,
+                        "aic_holds": aic.holds,
+                        "measured_quartic": quartic,
+                    }
+                )
+    return {
+        "flow": flow,
+        "coef": coef,
+        "c4": base.c4,
+        "offset": offset,
+        "zero_max": zero["u_max"],
+        "gd_slope": gd_slope,
+        "gd": {"t": lr * s, "u": base.alignment_loss(traj[s])},
+        "sweep": sweep,
+    }
+
+
+# ============================================================================ LM, scheduling
+def _task_jobs(cfg: dict[str, Any], setup: dict[str, Any], first_seed: bool) -> list[tuple]:
+    """Phase-2 jobs of one seed; on the first seed the first tasks also run the mitigations
+    (and the very first the SGD / Adam controls). The long jobs come first."""
+    n_mit = cfg["mitigation_tasks"] if first_seed else 0
+    jobs = [
+        (cfg, setup, task, (2 if k == 0 and cfg["controls"] else 1) if k < n_mit else 0)
+        for k, task in enumerate(cfg["tasks"])
+    ]
+    return sorted(jobs, key=lambda j: -j[3])
+
+
+def _run_lm(
+    cfg: dict[str, Any], seeds: list[int]
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Phase 1 (one job per seed) then phase 2 (one job per seed and task); a seed's phase-2 jobs
+    start as soon as its phase-1 job is done, so no worker idles between the phases."""
+    setups: list[dict[str, Any]] = []
+    runs: list[dict[str, Any]] = []
+    if cfg["workers"] == 1:
+        for s in seeds:
+            setups.append(_setup_job((cfg, s)))
+            runs.extend(map_jobs(_task_job, _task_jobs(cfg, setups[-1], s == seeds[0])))
+    else:
+        import multiprocessing as mp
+        from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+
+        with ProcessPoolExecutor(cfg["workers"], mp_context=mp.get_context("fork")) as pool:
+            pending = {pool.submit(_setup_job, (cfg, s)): True for s in seeds}
+            while pending:
+                done, _ = wait(pending, return_when=FIRST_COMPLETED)
+                for fut in done:
+                    is_setup = pending.pop(fut)
+                    result = fut.result()
+                    if not is_setup:
+                        runs.append(result)
+                        continue
+                    setups.append(result)
+                    for job in _task_jobs(cfg, result, result["seed"] == seeds[0]):
+                        pending[pool.submit(_task_job, job)] = False
+    setups.sort(key=lambda r: r["seed"])
+    runs.sort(key=lambda r: (r["seed"], cfg["tasks"].index(r["task"])))
+    return setups, runs
+
+
+# ============================================================================ LM, phase 1
+def _system_config(cfg: dict[str, Any]) -> SystemConfig:
+    return SystemConfig(**cfg["system"])
+
+
+def _setup_job(job: tuple[dict[str, Any], int]) -> dict[str, Any]:
+    cfg, seed = job
+    torch.set_num_threads(1)
+    system = build_system(seed, _system_config(cfg))
+    space = system.space()
+    point = AlignedPoint.measure(space, system.harmful, d=cfg["d"], refuse_id=system.refuse_id)
+    dec = point.decomposition
+    assert dec is not None
+    g_fisher = {}
+    for task in cfg["tasks"]:
+        loss = sequence_nll(space, system.task_batch(task, cfg["n_train"], seed))
+        g_fisher[task] = dec.range_component(task_gradient(loss, point.theta0))
+    return {
+        "seed": seed,
+        "spectrum": dec.eigenvalues.numpy(),
+        "eigenvalues": point.eigenvalues,
+        "eigenvectors": point.eigenvectors,
+        "fisher_diag": (dec.factor**2).sum(0),
+        "g_fisher": g_fisher,
+        "n_params": space.size,
+        "refusal0": point.monitor(point.theta0)["refusal"],
+        "benign_refusal0": system.refusal_rate(space, point.theta0, system.benign_chat),
+    }
+
+
+# ============================================================================ LM, phase 2
+def _onset(traj: Trajectory, hnorm: float) -> dict[str, Any]:
+    t, u = traj.time, traj.alignment_loss
+    inside = (t * hnorm <= ONSET_WINDOW + 1e-12) & (traj.steps >= max(1, traj.steps[-1] // 10))
+    slope, _ = loglog_slope(t[inside], u[inside])
+    late = inside & (traj.steps >= traj.steps[-1] // 2)
+    return {
+        "slope": slope,
+        "u_over_t4": float(np.mean(u[late] / t[late] ** 4)),
+        "u_over_t2": float(np.mean(u[late] / t[late] ** 2)),
+        "t": t[1:],
+        "u": u[1:],
+    }
+
+
+def _task_job(job: tuple[dict[str, Any], dict[str, Any], str, bool]) -> dict[str, Any]:
+    cfg, setup, task, mitigate = job
+    torch.set_num_threads(1)
+    seed = setup["seed"]
+    system = build_system(seed, _system_config(cfg))
+    space = system.space()
+    point = AlignedPoint.measure(
+        space,
+        system.harmful,
+        d=cfg["d"],
+        refuse_id=system.refuse_id,
+        eigenpairs=(setup["eigenvalues"], setup["eigenvectors"]),
+    )
+    batch = system.task_batch(task, cfg["n_train"], seed)
+    loss = sequence_nll(space, batch)
+    plain = TaskGeometry.measure(point, loss)
+    orth_loss = orthogonalised(loss, point.theta0, setup["g_fisher"][task])
+    orth = TaskGeometry.measure(point, orth_loss)
+    out: dict[str, Any] = {
+        "seed": seed,
+        "task": task,
+        "plain": plain.summary(),
+        "orth": orth.summary(),
+    }
+    for name, geo in (("plain", plain), ("orth", orth)):
+        fg = point.fisher.matvec(geo.g)
+        out[name]["fg_ratio"] = float(fg.norm() / (setup["eigenvalues"][0] * geo.g.norm()))
+    onset_u = lambda th: {"u": point.monitor(th)["u"]}  # noqa: E731
+    for name, geo, fn in [("plain", plain, loss), ("orth", orth, orth_loss)]:
+        # a t^2 onset has no discretisation bias at small step counts; t^4 needs more steps
+        steps = cfg["onset_steps"] if name == "orth" else max(cfg["onset_steps"] // 2, 10)
+        lr = ONSET_WINDOW / (geo.hessian_norm * steps)
+        traj = finetune(fn, point.theta0, steps=steps, lr=lr, monitor=onset_u, progress=False)
+        out[name]["onset"] = _onset(traj, geo.hessian_norm)
+    # main run and predictors
+    lr = KAPPA_MAIN / plain.hessian_norm
+    main = finetune(
+        loss, point.theta0, steps=cfg["steps"], lr=lr, monitor=point.monitor, progress=False
+    )
+    horizon = lr * cfg["steps"]
+    g_ref = task_gradient(refusal_nll(space, system.harmful, system.refuse_id), point.theta0)
+    prompts = PromptBatch.from_prompts(
+        system.tokenizer, [p for p, _ in task_examples(task, cfg["n_train"], seed)]
+    )
+    lam = setup["eigenvalues"][: cfg["d"]].numpy()
+    out["main"] = {
+        "lr": lr,
+        "delta_u": float(main.alignment_loss[-1]),
+        "task_loss0": float(main.task_loss[0]),
+        "task_loss": float(main.task_loss[-1]),
+        "refusal": float(main.logs["refusal"][-1]),
+        "fisher_quadratic": 0.5 * point.fisher.quadratic(main.delta),
+        "forecast": float(plain.forecast(horizon)),
+        "risk_forecast": float(
+            alignment_risk_forecast(
+                cfg["steps"],
+                lr,
+                plain.aic.eps_hat,
+                plain.aic.gamma_hat,
+                float(np.quantile(lam, 0.1)),
+            )
+        ),
+        "grad_cosine": gradient_cosine(plain.g, g_ref),
+        "update_norm": update_norm(main.delta),
+        "hidden_similarity": hidden_similarity(system.model, prompts, system.harmful),
+        "curve_u": main.alignment_loss,
+        "curve_refusal": main.logs["refusal"],
+    }
+    if mitigate:
+        out["mitigations"] = _mitigations(
+            cfg, system, point, loss, plain, lr, main, setup, batch, controls=mitigate == 2
+        )
+    return out
+
+
+def _row(method: str, traj_final: dict[str, float], **extra: Any) -> dict[str, Any]:
+    return {
+        "method": method,
+        "delta_u": traj_final["u"],
+        "task_loss": traj_final["task_loss"],
+        "refusal": traj_final["refusal"],
+        **extra,
+    }
+
+
+def _mitigations(
+    cfg, system, point, loss, plain, lr, main, setup, batch, controls
+) -> list[dict[str, Any]]:
+    steps, hnorm = cfg["steps"], plain.hessian_norm
+    rows = [_row("gd", main.final)]
+    lam = setup["eigenvalues"][: cfg["d"]]
+    fdiag = setup["fisher_diag"]
+    methods = [
+        SubspaceProjection(point.basis),
+        # penalties at twice the task's top curvature (stable at eta |H|_2 = 0.5)
+        EWC(fdiag, strength=2 * hnorm / float(fdiag.max())),
+        FisherPenalty(point.basis, lam, strength=hnorm / float(lam[0])),
+    ]
+    for m in methods:
+        traj = finetune(
+            loss,
+            point.theta0,
+            steps=steps,
+            lr=lr,
+            monitor=point.monitor,
+            mitigation=m,
+            progress=False,
+        )
+        rows.append(_row(m.name, traj.final))
+    if controls:
+        sgd = finetune(
+            loss,
+            point.theta0,
+            steps=steps,
+            lr=lr,
+            monitor=point.monitor,
+            optimizer="sgd",
+            n_examples=len(batch),
+            batch_size=8,
+            seed=setup["seed"],
+            progress=False,
+        )
+        rows.append(_row("sgd (control)", sgd.final))
+        adam = finetune(
+            loss,
+            point.theta0,
+            steps=steps,
+            lr=ADAM_LR,
+            monitor=point.monitor,
+            optimizer="adam",
+            progress=False,
+        )
+        rows.append(_row("adam (control)", adam.final))
+    rows.extend(_lora_rows(system, batch, steps))
+    return rows
+
+
+def _lora_rows(system, batch, steps: int) -> list[dict[str, Any]]:
+    import copy
+
+    aligned = copy.deepcopy(system.model)
+    aligned_weights = {k: v.detach().clone() for k, v in aligned.named_parameters()}
+    peft_model = add_lora(aligned, r=LORA["r"], alpha=LORA["alpha"])
+    space = FlatParams(peft_model, "lora")
+    theta0 = space.vector()
+    loss = sequence_nll(space, batch)
+    monitor = alignment_monitor(response_logits(space, system.harmful), theta0, system.refuse_id)
+    hnorm = HessianOperator(loss, theta0).spectral_norm()
+    traj = finetune(
+        loss, theta0, steps=steps, lr=KAPPA_MAIN / hnorm, monitor=monitor, progress=False
+    )
+    rows = [_row("lora", traj.final)]
+    space.assign(theta0 + traj.delta)
+    layers = safe_lora(peft_model, system.base, aligned_weights, tau=SAFE_LORA_TAU)
+    theta = space.vector()
+    with torch.no_grad():
+        final = {"task_loss": float(loss(theta)), **monitor(theta)}
+    rows.append(_row("safe_lora", final, projected_layers=sum(r["projected"] for r in layers)))
+    rows[0]["projected_layers"] = 0
+    return rows
+
+
+# ============================================================================ report
+def reproduce(scale: str = "quick", seed: int = 0, out_dir: Any = None) -> Report:
+    """Run the experiment at ``scale`` and return (and, with ``out_dir``, write) the report."""
+    check_scale(scale)
+    cfg = SCALES[scale]
+    watch = Stopwatch()
+    toy = _toy(cfg)
+    watch.lap("toy")
+    seeds = [seed + s for s in cfg["seeds"]]
+    setups, runs = _run_lm(cfg, seeds)
+    watch.lap("aligned models, Fisher and fine-tuning")
+    report = Report(
+        package="alignment_geometry",
+        title="The Geometry of Alignment Collapse: quartic onset and Fisher-governed safety loss (Springer et al.)",
+        scale=scale,
+        seed=seed,
+    )
+    _toy_claims(report, toy)
+    _lm_claims(report, runs)
+    _tables(report, toy, setups, runs)
+    _figures(report, toy, setups, runs)
+    watch.lap("report")
+    report.add_table("runtime", watch.laps)
+    report.runtime_s = watch.elapsed_s
+    report.notes = _notes(cfg, setups)
+    if out_dir is not None:
+        write_report(report, out_dir)
+    return report
+
+
+def _toy_claims(report: Report, toy: dict[str, Any]) -> None:
+    slope = toy["flow"]["slope"]
+    report.add_claim(
+        Claim(
+            "2-D system, task gradient orthogonal to the sensitive direction: alignment loss grows as t^4.",
+            "log-log slope of u(t) for t < 0.05 / |H|_2 (gradient flow, closed form)",
+            slope,
+            "4 +/- 0.05",
+            bool(abs(slope - 4) <= 0.05),
+        )
+    )
+    rel = abs(toy["coef"] / toy["c4"] - 1)
+    report.add_claim(
+        Claim(
+            "The quartic coefficient is lam c^2 a^2 / 8 (1.5625 at lam 50, c 0.5, a 1).",
+            "u / t^4 at t = 5e-5 / |H|_2, relative error to lam c^2 a^2 / 8",
+            rel,
+            "<= 0.01",
+            bool(rel <= 0.01),
+            f"u/t^4 = {toy['coef']:.5f}, predicted {toy['c4']:.5f}",
+        )
+    )
+    off = toy["offset"]["slope"]
+    ok = abs(off - 2) <= 0.1 and toy["zero_max"] == 0.0 and abs(toy["gd_slope"] - 4) <= 0.05
+    report.add_claim(
+        Claim(
+            "A gradient component in the sensitive direction gives a t^2 onset, no coupling (c = 0) gives no loss, and gradient descent (t = eta s) follows gradient flow.",
+            "slope with offset 0.1",
+            off,
+            "2 +/- 0.1; max u = 0 at c = 0; GD slope 4 +/- 0.05",
+            bool(ok),
+            f"max u at c = 0: {toy['zero_max']:.3g}; GD slope {toy['gd_slope']:.4f}",
+        )
+    )
+    sweep = toy["sweep"]
+    agree = float(np.mean([r["aic_holds"] == r["measured_quartic"] for r in sweep]))
+    report.add_claim(
+        Claim.threshold(
+            "The AIC checker flags exactly the quartic cases of a sweep over lam, c and the offset.",
+            "fraction of sweep cases where AIC verdict = measured quartic onset",
+            agree,
+            ">=",
+            1.0,
+            f"{len(sweep)} cases, {sum(r['measured_quartic'] for r in sweep)} quartic",
+        )
+    )
+
+
+def _spearman(x: np.ndarray, y: np.ndarray) -> float:
+    if len(x) < 3 or np.ptp(x) == 0 or np.ptp(y) == 0:
+        return float("nan")
+    return float(spearmanr(x, y).statistic)
+
+
+def _lm_claims(report: Report, runs: list[dict[str, Any]]) -> None:
+    orth_slopes = np.array([r["orth"]["onset"]["slope"] for r in runs])
+    in_range = float(np.mean((orth_slopes >= 3.3) & (orth_slopes <= 4.7)))
+    report.add_claim(
+        Claim.threshold(
+            "Tiny aligned LM, tasks orthogonalised so F g = 0: the alignment loss has a quartic onset.",
+            "fraction of (task, seed) runs with early log-log slope in [3.3, 4.7]",
+            in_range,
+            ">=",
+            1.0,
+            f"{len(runs)} runs; slopes {orth_slopes.min():.3f}-{orth_slopes.max():.3f} (mean {orth_slopes.mean():.3f}); window eta s |H|_2 <= {ONSET_WINDOW}",
+        )
+    )
+    rel = np.array([abs(r["orth"]["onset"]["u_over_t4"] / r["orth"]["c4"] - 1) for r in runs])
+    report.add_claim(
+        Claim.threshold(
+            "The measured u / t^4 matches c4 = (1/8) E z''^T C z'' computed before training by nested jvp.",
+            "largest relative error |u/t^4 / c4 - 1| over runs",
+            float(rel.max()),
+            "<=",
+            0.20,
+            f"median {np.median(rel):.3f}",
+        )
+    )
+    plain = [r for r in runs if r["plain"]["r_proj"] >= 0.05]
+    ps = np.array([r["plain"]["onset"]["slope"] for r in plain])
+    frac = float(np.mean(np.abs(ps - 2) <= 0.2)) if len(ps) else float("nan")
+    report.add_claim(
+        Claim.threshold(
+            "Plain tasks with a gradient component in M (r_proj >= 0.05) have a t^2 onset instead.",
+            "fraction of those runs with early slope in [1.8, 2.2]",
+            frac,
+            ">=",
+            1.0,
+            f"{len(ps)} of {len(runs)} runs have r_proj >= 0.05"
+            + (f"; slopes {ps.min():.3f}-{ps.max():.3f}" if len(ps) else ""),
+        )
+    )
+    du = np.array([r["main"]["delta_u"] for r in runs])
+    fq = np.array([r["main"]["fisher_quadratic"] for r in runs])
+    rho = _spearman(fq, du)
+    report.add_claim(
+        Claim.threshold(
+            "The Fisher governs how much alignment is lost: delta^T F delta / 2 ranks the final loss.",
+            "Spearman(delta^T F delta / 2, final u) over tasks x seeds",
+            rho,
+            ">=",
+            0.8,
+            f"{len(runs)} plain fine-tunes (tasks x seeds), {len(runs[0]['main']['curve_u']) - 1} GD steps at eta |H|_2 = {KAPPA_MAIN}",
+        )
+    )
+    preds = {
+        "forecast": np.array([r["main"]["forecast"] for r in runs]),
+        "alignment-risk forecast": np.array([r["main"]["risk_forecast"] for r in runs]),
+        "gradient cosine": np.array([r["main"]["grad_cosine"] for r in runs]),
+        "update norm": np.array([r["main"]["update_norm"] for r in runs]),
+        "hidden similarity": np.array([r["main"]["hidden_similarity"] for r in runs]),
+    }
+    rhos = {k: _spearman(v, du) for k, v in preds.items()}
+    base = {k: v for k, v in rhos.items() if k != "forecast"}
+    best = max(base, key=lambda k: -np.inf if np.isnan(base[k]) else base[k])
+    ours = rhos["forecast"]
+    report.add_claim(
+        Claim(
+            "The forecast from the geometry at the aligned point, before any training, ranks the loss better than the predictor baselines.",
+            "Spearman(second-order forecast at t = eta * steps, final u)",
+            ours,
+            ">= 0.5 and above every baseline",
+            bool(
+                not np.isnan(ours)
+                and ours >= 0.5
+                and all(np.isnan(v) or ours > v for v in base.values())
+            ),
+            "; ".join(f"{k} {v:.3f}" for k, v in rhos.items()) + f" (best baseline: {best})",
+        )
+    )
+    report._predictor_rhos = rhos  # type: ignore[attr-defined]
+    mit = [r for r in runs if "mitigations" in r]
+    ratios, costs = [], []
+    for r in mit:
+        rows = {m["method"]: m for m in r["mitigations"]}
+        gd, pr = rows["gd"], rows["project"]
+        ratios.append(gd["delta_u"] / max(pr["delta_u"], 1e-300))
+        l0 = r["main"]["task_loss0"]
+        costs.append(1 - (l0 - pr["task_loss"]) / (l0 - gd["task_loss"]))
+    ratio, cost = float(np.median(ratios)), float(np.median(costs))
+    report.add_claim(
+        Claim(
+            "Projecting every update onto M-perp cuts the final alignment loss at least 5x for at most 10% of the task-loss progress.",
+            "median final-u ratio, plain GD / projected",
+            ratio,
+            ">= 5 with median task-progress cost <= 0.10",
+            bool(ratio >= 5 and cost <= 0.10),
+            f"{len(mit)} tasks; ratios "
+            + ", ".join(f"{x:.2f}" for x in ratios)
+            + f"; task-progress cost median {cost:.3f}",
+        )
+    )
+
+
+def _tables(
+    report: Report, toy: dict[str, Any], setups: list[dict[str, Any]], runs: list[dict[str, Any]]
+) -> None:
+    report.add_table("toy_sweep", toy["sweep"])
+    report.add_table(
+        "fisher",
+        [
+            {
+                "seed": s["seed"],
+                "parameters": s["n_params"],
+                "rank": len(s["spectrum"]),
+                "lambda_1": float(s["spectrum"][0]),
+                "lambda_2": float(s["spectrum"][1]),
+                "trace": float(np.sum(s["spectrum"])),
+                "refusal_harmful": s["refusal0"],
+                "refusal_benign": s["benign_refusal0"],
+            }
+            for s in setups
+        ],
+    )
+    onset = []
+    for r in runs:
+        for variant in ("plain", "orth"):
+            v = r[variant]
+            onset.append(
+                {
+                    "seed": r["seed"],
+                    "task": r["task"],
+                    "variant": variant,
+                    "H_norm": v["hessian_norm"],
+                    "r_proj": v["r_proj"],
+                    "sensitivity": v["sensitivity"],
+                    "gamma_hat": v["gamma_hat"],
+                    "aic_holds": v["holds"],
+                    "Fg_rel": v["fg_ratio"],
+                    "c2": v["c2"],
+                    "c4": v["c4"],
+                    "slope": v["onset"]["slope"],
+                    "u_over_t2": v["onset"]["u_over_t2"],
+                    "u_over_t4": v["onset"]["u_over_t4"],
+                }
+            )
+    report.add_table("onset", onset)
+    report.add_table(
+        "fine_tuning",
+        [
+            {
+                "seed": r["seed"],
+                "task": r["task"],
+                "final_u": r["main"]["delta_u"],
+                "dFd_half": r["main"]["fisher_quadratic"],
+                "forecast": r["main"]["forecast"],
+                "risk_forecast": r["main"]["risk_forecast"],
+                "grad_cosine": r["main"]["grad_cosine"],
+                "update_norm": r["main"]["update_norm"],
+                "hidden_similarity": r["main"]["hidden_similarity"],
+                "task_loss_0": r["main"]["task_loss0"],
+                "task_loss": r["main"]["task_loss"],
+                "refusal": r["main"]["refusal"],
+            }
+            for r in runs
+        ],
+    )
+    rhos = getattr(report, "_predictor_rhos", {})
+    report.add_table(
+        "predictors", [{"predictor": k, "spearman_vs_final_u": v} for k, v in rhos.items()]
+    )
+    mit = []
+    for r in runs:
+        for m in r.get("mitigations", []):
+            mit.append(
+                {
+                    "seed": r["seed"],
+                    "task": r["task"],
+                    "method": m["method"],
+                    "final_u": m["delta_u"],
+                    "task_loss": m["task_loss"],
+                    "refusal": m["refusal"],
+                    "projected_layers": m.get("projected_layers", ""),
+                }
+            )
+    report.add_table("mitigations", mit)
+
+
+def _figures(
+    report: Report, toy: dict[str, Any], setups: list[dict[str, Any]], runs: list[dict[str, Any]]
+) -> None:
+    fig, ax = new_figure()
+    t, u = toy["flow"]["t"], toy["flow"]["u"]
+    ax.loglog(t, u, "o", ms=3, label="orthogonal (offset 0)")
+    ax.loglog(toy["offset"]["t"], toy["offset"]["u"], "s", ms=3, label="offset 0.1")
+    ax.loglog(toy["gd"]["t"], toy["gd"]["u"], "-", lw=1, label="gradient descent, t = eta s")
+    ax.loglog(t, toy["c4"] * t**4, "k--", lw=0.8, label="slope 4 guide")
+    ax.loglog(t, toy["offset"]["u"][0] * (t / t[0]) ** 2, "k:", lw=0.8, label="slope 2 guide")
+    ax.set(xlabel="t", ylabel="u(t)", title="2-D system")
+    ax.legend(fontsize=7)
+    report.add_figure("toy_onset", fig)
+
+    fig, ax = new_figure()
+    first = [r for r in runs if r["seed"] == runs[0]["seed"]]
+    ends = {"orth": [], "plain": []}
+    for i, r in enumerate(first):
+        for variant, style in (("orth", "-"), ("plain", ":")):
+            o = r[variant]["onset"]
+            keep = slice(len(o["t"]) // 10, None)  # the fitted window (GD's first steps are biased)
+            x = o["t"][keep] * r[variant]["hessian_norm"]
+            ax.loglog(
+                x,
+                o["u"][keep],
+                style,
+                color=f"C{i}",
+                lw=1,
+                label=r["task"] if variant == "orth" else None,
+            )
+            ends[variant].append(o["u"][-1])
+    x = np.geomspace(5e-3, ONSET_WINDOW, 10)
+    for variant, power, style in (("orth", 4, "k--"), ("plain", 2, "k-.")):
+        ax.loglog(
+            x,
+            10 * np.median(ends[variant]) * (x / x[-1]) ** power,
+            style,
+            lw=0.8,
+            label=f"slope {power}",
+        )
+    ax.set(
+        xlabel="t |H|_2",
+        ylabel="u (KL to aligned model)",
+        title="tiny LM: orthogonalised (solid), plain (dotted)",
+    )
+    ax.legend(fontsize=6, ncol=2)
+    report.add_figure("lm_onset", fig)
+
+    fig, ax = new_figure()
+    for s in setups:
+        ax.semilogy(
+            np.arange(1, len(s["spectrum"]) + 1), s["spectrum"], lw=1, label=f"seed {s['seed']}"
+        )
+    ax.set(
+        xscale="log",
+        xlabel="rank",
+        ylabel="Fisher eigenvalue",
+        title="Fisher spectrum of u at the aligned model",
+    )
+    ax.legend(fontsize=7)
+    report.add_figure("fisher_spectrum", fig)
+
+    fig, axes = new_figure(1, 2)
+    du = np.array([r["main"]["delta_u"] for r in runs])
+    for ax, key, label in (
+        (axes[0], "fisher_quadratic", "delta^T F delta / 2"),
+        (axes[1], "forecast", "forecast before training"),
+    ):
+        x = np.array([r["main"][key] for r in runs])
+        ax.loglog(np.abs(x) + 1e-12, du, "o", ms=4)
+        ax.set(xlabel=label, ylabel="final u", title=f"Spearman {_spearman(x, du):.2f}")
+    report.add_figure("predicted_vs_measured", fig)
+
+    fig, ax = new_figure()
+    for r in runs:
+        for m in r.get("mitigations", []):
+            ax.scatter(m["task_loss"], m["delta_u"], s=14, label=m["method"])
+    handles, labels = ax.get_legend_handles_labels()
+    uniq = dict(zip(labels, handles, strict=True))
+    ax.legend(uniq.values(), uniq.keys(), fontsize=6)
+    ax.set(yscale="log", xlabel="final task loss", ylabel="final u", title="mitigations")
+    report.add_figure("mitigations", fig)
+
+
+def _notes(cfg: dict[str, Any], setups: list[dict[str, Any]]) -> str:
+    n = setups[0]["n_params"]
+    return (
+        f"Tiny Llama-architecture LM ({n} parameters, float64 with dtype-preserving norms and attention), "
+        f"{len(cfg['seeds'])} seeds, {len(cfg['tasks'])} tasks, {cfg['n_train']} training examples per task, "
+        f"full-batch gradient descent. Onset runs: {cfg['onset_steps']} steps at eta |H|_2 = {ONSET_WINDOW}/{cfg['onset_steps']}; "
+        f"main runs: {cfg['steps']} steps at eta |H|_2 = {KAPPA_MAIN}. M = top {cfg['d']} Fisher eigenvectors. "
+        "The alignment loss is the KL to the aligned model's first response token on held-out harmful prompts; "
+        "the refusal rate is reported, never fitted. Mitigations run on the first seed only. "
+        "The paper's theorem constants and AIC thresholds were not read; the thresholds are ours (see the seeds note)."
+    )
