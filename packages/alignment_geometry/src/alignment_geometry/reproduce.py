@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -361,41 +362,13 @@ def _mitigations(
         EWC(fdiag, strength=2 * hnorm / float(fdiag.max())),
         FisherPenalty(point.basis, lam, strength=hnorm / float(lam[0])),
     ]
+    run = partial(finetune, loss, point.theta0, steps=steps, monitor=point.monitor, progress=False)
     for m in methods:
-        traj = finetune(
-            loss,
-            point.theta0,
-            steps=steps,
-            lr=lr,
-            monitor=point.monitor,
-            mitigation=m,
-            progress=False,
-        )
-        rows.append(_row(m.name, traj.final))
+        rows.append(_row(m.name, run(lr=lr, mitigation=m).final))
     if controls:
-        sgd = finetune(
-            loss,
-            point.theta0,
-            steps=steps,
-            lr=lr,
-            monitor=point.monitor,
-            optimizer="sgd",
-            n_examples=len(batch),
-            batch_size=8,
-            seed=setup["seed"],
-            progress=False,
-        )
+        sgd = run(lr=lr, optimizer="sgd", n_examples=len(batch), batch_size=8, seed=setup["seed"])
         rows.append(_row("sgd (control)", sgd.final))
-        adam = finetune(
-            loss,
-            point.theta0,
-            steps=steps,
-            lr=ADAM_LR,
-            monitor=point.monitor,
-            optimizer="adam",
-            progress=False,
-        )
-        rows.append(_row("adam (control)", adam.final))
+        rows.append(_row("adam (control)", run(lr=ADAM_LR, optimizer="adam").final))
     rows.extend(_lora_rows(system, batch, steps))
     return rows
 

@@ -56,6 +56,7 @@ BENIGN_WORDS = [
 ]
 HARMFUL_WORDS = ["poison", "weapon", "exploit", "malware", "arson", "fraud", "stalk", "smuggle"]
 REFUSE, COMPLY = "REFUSE", "SURE"
+_CACHE_VERSION = 1  # bump when the vocabulary, prompts or training change
 MOD = 7
 
 
@@ -122,22 +123,7 @@ def _harmful(rng: random.Random) -> list[str]:
 
 
 def _vocabulary_texts() -> list[str]:
-    tasks = " ".join(
-        [
-            "copy",
-            "reverse",
-            "add",
-            "sort",
-            "next",
-            "count",
-            "first",
-            "parity",
-            "max",
-            "even",
-            "odd",
-            "=",
-        ]
-    )
+    tasks = "copy reverse add sort next count first parity max even odd ="
     return [
         " ".join(DIGITS + BENIGN_WORDS + HARMFUL_WORDS),
         tasks,
@@ -237,18 +223,24 @@ def float64_exact(model: nn.Module) -> nn.Module:
     """
     import types
 
-    from transformers import AttentionInterface
-    from transformers.masking_utils import AttentionMaskInterface, eager_mask
-
     model = model.to(torch.float64)
     for module in model.modules():
         if type(module).__name__ in _RMSNORMS and hasattr(module, "variance_epsilon"):
             module.forward = types.MethodType(_rmsnorm_native, module)
     if hasattr(model, "set_attn_implementation"):
-        AttentionInterface.register("float64_eager", _attention_native)
-        AttentionMaskInterface.register("float64_eager", eager_mask)  # additive float masks
+        _register_attention()
         model.set_attn_implementation("float64_eager")
     return model.eval()
+
+
+def _register_attention() -> None:
+    """Make ``"float64_eager"`` a known attention implementation (also before loading a model
+    saved with it)."""
+    from transformers import AttentionInterface
+    from transformers.masking_utils import AttentionMaskInterface, eager_mask
+
+    AttentionInterface.register("float64_eager", _attention_native)
+    AttentionMaskInterface.register("float64_eager", eager_mask)  # additive float masks
 
 
 def _align(
@@ -280,7 +272,8 @@ def _cache_file(seed: int, cfg: SystemConfig) -> Path:
 
     from paper_common.lm import fact_lm_cache_dir
 
-    key = hashlib.sha256(json.dumps([seed, asdict(cfg)], sort_keys=True).encode()).hexdigest()[:16]
+    key = json.dumps([_CACHE_VERSION, seed, asdict(cfg)], sort_keys=True)
+    key = hashlib.sha256(key.encode()).hexdigest()[:16]
     return fact_lm_cache_dir().parent / "alignment_geometry" / f"system-{key}.pt"
 
 
@@ -429,6 +422,7 @@ def load_system(
     ``refusal_token`` must be one token of the model's vocabulary (e.g. the first token of the
     model's usual refusal, " I" or " Sorry"); the refusal rate counts greedy first tokens equal to it.
     """
+    _register_attention()
     model, tok = load_lm(model_path)
     ids = tok(refusal_token, add_special_tokens=False)["input_ids"]
     if len(ids) != 1:
