@@ -739,15 +739,48 @@ def _figures(
         ax.set(xlabel=label, ylabel="final u", title=f"Spearman {_spearman(x, du):.2f}")
     report.add_figure("predicted_vs_measured", fig)
 
-    fig, ax = new_figure()
-    for r in runs:
-        for m in r.get("mitigations", []):
-            ax.scatter(m["task_loss"], m["delta_u"], s=14, label=m["method"])
-    handles, labels = ax.get_legend_handles_labels()
-    uniq = dict(zip(labels, handles, strict=True))
-    ax.legend(uniq.values(), uniq.keys(), fontsize=6)
-    ax.set(yscale="log", xlabel="final task loss", ylabel="final u", title="mitigations")
+    fig, ax = new_figure(size=(5.5, 3.8))
+    mit_runs = [r for r in runs if "mitigations" in r]
+    methods = list(dict.fromkeys(m["method"] for r in mit_runs for m in r["mitigations"]))
+    markers = "osD^v<>p"
+    palette = [f"C{i}" for i in range(10) if i != 7]  # C7 is grey: kept for the task markers
+    for j, r in enumerate(mit_runs):  # colour = method, marker = task
+        for m in r["mitigations"]:
+            color = palette[methods.index(m["method"]) % 9]
+            ax.scatter(
+                m["task_loss"],
+                m["delta_u"],
+                s=22,
+                c=color,
+                marker=markers[j % 8],
+                edgecolors="none",
+            )
+    for i, name in enumerate(methods):
+        ax.scatter([], [], s=22, c=palette[i % 9], label=name, edgecolors="none")
+    for j, r in enumerate(mit_runs):
+        ax.scatter(
+            [],
+            [],
+            s=22,
+            c="0.5",
+            marker=markers[j % 8],
+            label=f"task {r['task']}",
+            edgecolors="none",
+        )
+    ax.legend(fontsize=6, ncol=2)
+    ax.set(yscale="log", xlabel="final task loss", ylabel="final u", title="mitigations (seed 0)")
     report.add_figure("mitigations", fig)
+
+    fig, ax = new_figure()
+    for i, r in enumerate(first):
+        ax.semilogy(r["main"]["curve_u"][1:], color=f"C{i}", lw=1, label=r["task"])
+    ax.set(
+        xlabel="GD step (eta |H|_2 = 0.5)",
+        ylabel="u (KL to aligned model)",
+        title="plain fine-tuning, first seed",
+    )
+    ax.legend(fontsize=6, ncol=2)
+    report.add_figure("lm_training", fig)
 
 
 def _notes(cfg: dict[str, Any], setups: list[dict[str, Any]]) -> str:
