@@ -237,8 +237,9 @@ def kl_from_reference(
 ) -> Callable[[torch.Tensor], torch.Tensor]:
     """``u(theta) = mean_x KL(p_theta0(.|x) || p_theta(.|x))`` of a logits function.
 
-    Computed from the logit change ``delta = z - z0`` as ``log1p(E_p0 expm1(delta)) - E_p0 delta`` so
-    values near 1e-20 keep their digits (the naive difference of log-probabilities would not).
+    Computed from the logit change ``delta = z - z0`` (centred under ``p0``) as
+    ``log1p(E_p0 expm1(delta)) - E_p0 delta``, so values near 1e-20 keep their digits (the naive
+    difference of log-probabilities would not).
     ``u(theta0) = 0``, its gradient is 0 and its Hessian is the exact :class:`CategoricalFisher`.
     """
     with torch.no_grad():
@@ -255,9 +256,8 @@ def kl_divergence(z0: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
     :func:`kl_from_reference`)."""
     p0 = torch.softmax(z0, -1)
     delta = z - z0
-    delta = delta - (p0 * delta).sum(
-        -1, keepdim=True
-    )  # softmax is shift-invariant: centre under p0
+    # softmax is shift-invariant: centre delta under p0, so no first-order terms have to cancel
+    delta = delta - (p0 * delta).sum(-1, keepdim=True)
     kl = torch.log1p((p0 * torch.expm1(delta)).sum(-1)) - (p0 * delta).sum(-1)
     return kl.mean()
 
