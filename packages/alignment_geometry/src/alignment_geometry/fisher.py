@@ -15,6 +15,7 @@ eigenpairs are linear operators on ``R^P``:
 
 from __future__ import annotations
 
+import inspect
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -177,20 +178,16 @@ class SequenceBatch:
         pairs = list(pairs)
         if not pairs:
             raise ValueError("the example set is empty: give at least one (prompt, answer) pair")
+        from paper_common.lm import pad_id, right_padded
+
         eos = [tokenizer.eos_token_id] if tokenizer.eos_token_id is not None else []
         prompts = tokenizer([p for p, _ in pairs])["input_ids"]
         answers = tokenizer([a for _, a in pairs], add_special_tokens=False)["input_ids"]
         seqs = [p + a + eos for p, a in zip(prompts, answers, strict=True)]
-        width = max(map(len, seqs))
-        pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-        ids = torch.full((len(seqs), width), pad, dtype=torch.long)
-        labels = torch.full_like(ids, -100)
-        mask = torch.zeros_like(ids)
-        for i, (s, p) in enumerate(zip(seqs, prompts, strict=True)):
-            ids[i, : len(s)] = torch.tensor(s)
-            labels[i, len(p) : len(s)] = torch.tensor(s[len(p) :])
-            mask[i, : len(s)] = 1
-        return cls(ids, mask, labels)
+        ids, mask, _ = right_padded(seqs, pad_id(tokenizer), torch.device("cpu"))
+        starts = torch.tensor([len(p) for p in prompts])
+        answer = (torch.arange(ids.shape[1]) >= starts[:, None]) & mask.bool()
+        return cls(ids, mask, ids.masked_fill(~answer, -100))
 
     def __len__(self) -> int:
         return int(self.input_ids.shape[0])
@@ -233,7 +230,9 @@ def sequence_nll(space: FlatParams, batch: SequenceBatch) -> Callable[..., torch
 
 
 def kl_from_reference(
-    logits_fn: Callable[[torch.Tensor], torch.Tensor], theta0: torch.Tensor
+    logits_fn: Callable[[torch.Tensor], torch.Tensor],
+    theta0: torch.Tensor,
+    z0: torch.Tensor | None = None,
 ) -> Callable[[torch.Tensor], torch.Tensor]:
     """``u(theta) = mean_x KL(p_theta0(.|x) || p_theta(.|x))`` of a logits function.
 
@@ -241,9 +240,11 @@ def kl_from_reference(
     ``log1p(E_p0 expm1(delta)) - E_p0 delta``, so values near 1e-20 keep their digits (the naive
     difference of log-probabilities would not).
     ``u(theta0) = 0``, its gradient is 0 and its Hessian is the exact :class:`CategoricalFisher`.
+    ``z0``: the logits at ``theta0`` if already computed.
     """
-    with torch.no_grad():
-        z0 = logits_fn(theta0)
+    if z0 is None:
+        with torch.no_grad():
+            z0 = logits_fn(theta0)
 
     def u(theta: torch.Tensor) -> torch.Tensor:
         return kl_divergence(z0, logits_fn(theta))
@@ -321,12 +322,7 @@ class CategoricalFisher:
         If ``logits_fn`` accepts ``(theta, index)`` (as :func:`response_logits` does) the Jacobian
         is taken ``rows_per_chunk`` inputs at a time, so each backward pass runs through those
         inputs only; otherwise through the whole batch for every output."""
-        try:
-            self.logits_fn(self.theta0, torch.arange(1))
-            chunked = True
-        except TypeError:
-            chunked = False
-        if chunked:
+        if len(inspect.signature(self.logits_fn).parameters) >= 2:
             parts = [
                 jacrev(lambda th, i=idx: self.logits_fn(th, i))(self.theta0).detach()
                 for idx in torch.arange(self.n).split(rows_per_chunk)

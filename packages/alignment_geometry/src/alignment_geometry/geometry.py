@@ -95,7 +95,7 @@ class AlignedPoint:
             space,
             theta0,
             logits,
-            kl_from_reference(logits, theta0),
+            kl_from_reference(logits, theta0, z0=fisher.z0),
             fisher,
             d,
             vals,

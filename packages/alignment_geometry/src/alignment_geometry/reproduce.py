@@ -33,6 +33,7 @@ from alignment_geometry.fisher import (
     FlatParams,
     HessianOperator,
     PromptBatch,
+    SequenceBatch,
     response_logits,
     sequence_nll,
 )
@@ -277,7 +278,8 @@ def _task_job(job: tuple[dict[str, Any], dict[str, Any], str, bool]) -> dict[str
         refuse_id=system.refuse_id,
         eigenpairs=(setup["eigenvalues"], setup["eigenvectors"]),
     )
-    batch = system.task_batch(task, cfg["n_train"], seed)
+    pairs = task_examples(task, cfg["n_train"], seed)
+    batch = SequenceBatch.from_pairs(system.tokenizer, pairs)
     loss = sequence_nll(space, batch)
     plain = TaskGeometry.measure(point, loss)
     orth_loss = orthogonalised(loss, point.theta0, setup["g_fisher"][task])
@@ -305,9 +307,7 @@ def _task_job(job: tuple[dict[str, Any], dict[str, Any], str, bool]) -> dict[str
     )
     horizon = lr * cfg["steps"]
     g_ref = task_gradient(refusal_nll(space, system.harmful, system.refuse_id), point.theta0)
-    prompts = PromptBatch.from_prompts(
-        system.tokenizer, [p for p, _ in task_examples(task, cfg["n_train"], seed)]
-    )
+    prompts = PromptBatch.from_prompts(system.tokenizer, [p for p, _ in pairs])
     lam = setup["eigenvalues"][: cfg["d"]].numpy()
     out["main"] = {
         "lr": lr,
@@ -330,7 +330,6 @@ def _task_job(job: tuple[dict[str, Any], dict[str, Any], str, bool]) -> dict[str
         "update_norm": update_norm(main.delta),
         "hidden_similarity": hidden_similarity(system.model, prompts, system.harmful),
         "curve_u": main.alignment_loss,
-        "curve_refusal": main.logs["refusal"],
     }
     if mitigate:
         out["mitigations"] = _mitigations(
