@@ -265,3 +265,24 @@ def test_bad_input_raises(model, tok, prompts):
         lm.sample(model, tok, prompts, temperature=0)
     with pytest.raises(ValueError, match="no saved model"):
         lm.load_lm(".")
+
+
+def test_float64_exact_agrees_with_central_differences(model, tok, prompts):
+    """After ``float64_exact`` a jvp equals a central difference to ~1e-9 (float32 norms or softmax
+    inside would leave far more); the copy leaves the fixture's float32 model alone."""
+    import copy
+
+    m64 = lm.float64_exact(copy.deepcopy(model))
+    assert all(p.dtype == torch.float64 for p in m64.parameters())
+    ids = tok(prompts[:3], padding=True, return_tensors="pt")
+    emb = m64.get_input_embeddings()(ids["input_ids"]).detach()
+    v = torch.randn(emb.shape, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+
+    def f(e):
+        return m64(inputs_embeds=e, attention_mask=ids["attention_mask"]).logits
+
+    _, jv = torch.func.jvp(f, (emb,), (v,))
+    eps = 1e-6  # truncation error ~4e-9 here; float32 rounding would leave ~1e-1 at this eps
+    fd = (f(emb + eps * v) - f(emb - eps * v)) / (2 * eps)
+    assert float((jv - fd).abs().max() / jv.abs().max()) < 1e-7
+    assert next(model.parameters()).dtype == torch.float32

@@ -23,7 +23,14 @@ import torch
 from torch import nn
 
 from alignment_geometry.fisher import FlatParams, PromptBatch, SequenceBatch, response_logits
-from paper_common.lm import build_tokenizer, load_lm, tiny_causal_lm, train_causal_lm
+from paper_common.lm import (
+    build_tokenizer,
+    float64_exact,
+    load_lm,
+    register_float64_attention,
+    tiny_causal_lm,
+    train_causal_lm,
+)
 
 __all__ = [
     "BENIGN_WORDS",
@@ -182,67 +189,6 @@ class LMSystem:
 
 
 # RMSNorms that upcast to float32 inside forward (which, for a float64 model, is a DOWNcast)
-_RMSNORMS = ("LlamaRMSNorm", "Qwen2RMSNorm", "Qwen3RMSNorm", "MistralRMSNorm", "Phi3RMSNorm")
-
-
-def _rmsnorm_native(self: nn.Module, hidden_states: torch.Tensor) -> torch.Tensor:
-    var = hidden_states.pow(2).mean(-1, keepdim=True)
-    return self.weight * (hidden_states * torch.rsqrt(var + self.variance_epsilon))
-
-
-def _attention_native(
-    module: nn.Module,
-    query: torch.Tensor,
-    key: torch.Tensor,
-    value: torch.Tensor,
-    attention_mask: torch.Tensor | None,
-    scaling: float | None = None,
-    dropout: float = 0.0,
-    **kwargs: Any,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Eager attention in the inputs' dtype (HF's eager softmax runs in float32)."""
-    groups = getattr(module, "num_key_value_groups", 1)
-    if groups > 1:
-        key, value = key.repeat_interleave(groups, 1), value.repeat_interleave(groups, 1)
-    scaling = query.shape[-1] ** -0.5 if scaling is None else scaling
-    weights = query @ key.transpose(2, 3) * scaling
-    if attention_mask is not None:
-        weights = weights + attention_mask[:, :, :, : key.shape[-2]]
-    weights = torch.softmax(weights, -1)
-    return (weights @ value).transpose(1, 2).contiguous(), weights
-
-
-def float64_exact(model: nn.Module) -> nn.Module:
-    """Convert ``model`` to float64 and make it float64 throughout.
-
-    Llama-style RMSNorms and HF's eager attention softmax compute in float32 whatever the input
-    dtype, which caps a float64 model at float32 precision (a Jacobian and a ``jvp`` then disagree
-    at 1e-7). The norms' forward is replaced by the same formula in the input's dtype and attention
-    by an eager one in the input's dtype (registered as ``"float64_eager"``; forward-mode AD through
-    PyTorch's fused CPU attention is not implemented, so sdpa would not do either).
-    """
-    import types
-
-    model = model.to(torch.float64)
-    for module in model.modules():
-        if type(module).__name__ in _RMSNORMS and hasattr(module, "variance_epsilon"):
-            module.forward = types.MethodType(_rmsnorm_native, module)
-    if hasattr(model, "set_attn_implementation"):
-        _register_attention()
-        model.set_attn_implementation("float64_eager")
-    return model.eval()
-
-
-def _register_attention() -> None:
-    """Make ``"float64_eager"`` a known attention implementation (also before loading a model
-    saved with it)."""
-    from transformers import AttentionInterface
-    from transformers.masking_utils import AttentionMaskInterface, eager_mask
-
-    AttentionInterface.register("float64_eager", _attention_native)
-    AttentionMaskInterface.register("float64_eager", eager_mask)  # additive float masks
-
-
 def _align(
     model: nn.Module, tok: Any, prompts: list[str], targets: list[int], cfg: SystemConfig, seed: int
 ) -> list[float]:
@@ -422,7 +368,7 @@ def load_system(
     ``refusal_token`` must be one token of the model's vocabulary (e.g. the first token of the
     model's usual refusal, " I" or " Sorry"); the refusal rate counts greedy first tokens equal to it.
     """
-    _register_attention()
+    register_float64_attention()
     model, tok = load_lm(model_path)
     ids = tok(refusal_token, add_special_tokens=False)["input_ids"]
     if len(ids) != 1:

@@ -13,7 +13,8 @@ Scoring, batched with padding on any device, for any ``PreTrainedModel`` + token
 GPT-2 families): :func:`next_token_logprobs`, :func:`token_rank`, :func:`answer_rank`,
 :func:`sequence_logprob`, :func:`greedy_answer`, :func:`sample`, :func:`residual_stream`,
 :func:`logit_lens`; interventions: :func:`add_to_residual` (activation steering) and
-:func:`capture_mlp` (MLP inputs and outputs).
+:func:`capture_mlp` (MLP inputs and outputs); :func:`float64_exact` makes a model float64 throughout
+(for finite differences and forward-mode AD).
 
 Layer indices follow ``output_hidden_states``: the residual stream at layer ``0`` is the embedding
 output (the input of block 0) and at layer ``l >= 1`` the output of block ``l - 1``, *before* the
@@ -34,6 +35,7 @@ import shutil
 import sys
 import tempfile
 import time
+import types
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -71,6 +73,7 @@ __all__ = [
     "fact_lm",
     "fact_lm_cache_dir",
     "final_norm",
+    "float64_exact",
     "greedy_answer",
     "load_lm",
     "load_tokenizer",
@@ -81,6 +84,7 @@ __all__ = [
     "num_layers",
     "pad_id",
     "quiet_hf_progress",
+    "register_float64_attention",
     "residual_stream",
     "right_padded",
     "sample",
@@ -597,6 +601,66 @@ def final_norm(model: nn.Module) -> nn.Module:
 
 def num_layers(model: nn.Module) -> int:
     return len(decoder_layers(model))
+
+
+# ============================================================================ float64
+_RMSNORMS = ("LlamaRMSNorm", "Qwen2RMSNorm", "Qwen3RMSNorm", "MistralRMSNorm", "Phi3RMSNorm")
+
+
+def _rmsnorm_native(self: nn.Module, hidden_states: torch.Tensor) -> torch.Tensor:
+    var = hidden_states.pow(2).mean(-1, keepdim=True)
+    return self.weight * (hidden_states * torch.rsqrt(var + self.variance_epsilon))
+
+
+def _attention_native(
+    module: nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    scaling: float | None = None,
+    dropout: float = 0.0,
+    **kwargs: Any,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Eager attention in the inputs' dtype (HF's eager softmax runs in float32)."""
+    groups = getattr(module, "num_key_value_groups", 1)
+    if groups > 1:
+        key, value = key.repeat_interleave(groups, 1), value.repeat_interleave(groups, 1)
+    scaling = query.shape[-1] ** -0.5 if scaling is None else scaling
+    weights = query @ key.transpose(2, 3) * scaling
+    if attention_mask is not None:
+        weights = weights + attention_mask[:, :, :, : key.shape[-2]]
+    weights = torch.softmax(weights, -1)
+    return (weights @ value).transpose(1, 2).contiguous(), weights
+
+
+def float64_exact(model: nn.Module) -> nn.Module:
+    """Convert ``model`` to float64 and make it float64 throughout.
+
+    Llama-style RMSNorms and HF's eager attention softmax compute in float32 whatever the input
+    dtype, which caps a float64 model at float32 precision (a Jacobian and a ``jvp`` then disagree
+    at 1e-7). The norms' forward is replaced by the same formula in the input's dtype and attention
+    by an eager one in the input's dtype (registered as ``"float64_eager"``; forward-mode AD through
+    PyTorch's fused CPU attention is not implemented, so sdpa would not do either).
+    """
+    model = model.to(torch.float64)
+    for module in model.modules():
+        if type(module).__name__ in _RMSNORMS and hasattr(module, "variance_epsilon"):
+            module.forward = types.MethodType(_rmsnorm_native, module)
+    if hasattr(model, "set_attn_implementation"):
+        register_float64_attention()
+        model.set_attn_implementation("float64_eager")
+    return model.eval()
+
+
+def register_float64_attention() -> None:
+    """Make ``"float64_eager"`` a known attention implementation (call it before loading a model
+    saved with it)."""
+    from transformers import AttentionInterface
+    from transformers.masking_utils import AttentionMaskInterface, eager_mask
+
+    AttentionInterface.register("float64_eager", _attention_native)
+    AttentionMaskInterface.register("float64_eager", eager_mask)  # additive float masks
 
 
 def _check_layers(
