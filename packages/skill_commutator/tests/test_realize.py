@@ -204,3 +204,26 @@ def test_bad_input_raises(task_lm, spec):
         real.jacobian(real.zeros(), 0, method="fd")
     with pytest.raises(ValueError, match="h0 and every h"):
         compose_pairs(real, 0.0, [0.1])
+
+
+def test_rollout_segments_steer_in_time(task_lm, spec):
+    """Temporal order: one segment steered everywhere equals the readout's steering; the origin
+    equals plain greedy decoding; the first segment's coordinates pick the first token."""
+    from paper_common.lm import greedy_answer
+
+    model, tok, _ = task_lm
+    real = _activation(model, tok, spec)
+    zero = real.zeros()
+    plain = real.rollout([zero, zero])
+    texts = greedy_answer(model, tok, real.contexts, max_new_tokens=2)
+    decoded = [tok.decode(t, skip_special_tokens=True).strip() for t in plain["tokens"]]
+    assert decoded == [t.strip() for t in texts]
+    gen = torch.Generator().manual_seed(1)
+    z = 2.0 * torch.randn(real.batch, real.n_coords, generator=gen, dtype=torch.float64)
+    steered = real.rollout([z])
+    first = real._unembed(real._norm(real.readout(z))).argmax(-1)
+    assert torch.equal(steered["tokens"][:, 0], first)
+    swapped = real.rollout([zero, z])
+    assert torch.equal(swapped["tokens"][:, 0], plain["tokens"][:, 0])  # z acts only from segment 2
+    with pytest.raises(ValueError, match="segment"):
+        real.rollout([])

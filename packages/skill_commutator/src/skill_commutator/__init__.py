@@ -36,6 +36,7 @@ from skill_commutator.compose import (
     compose_pairs,
     deployment_strength,
     exact_brackets,
+    temporal_gaps,
 )
 from skill_commutator.metrics import (
     cohens_d_ci,
@@ -113,4 +114,5 @@ __all__ = [
     "rk4_flow",
     "spearman_table",
     "spectral_entropy",
+    "temporal_gaps",
 ]

@@ -32,6 +32,7 @@ __all__ = [
     "compose_pairs",
     "deployment_strength",
     "exact_brackets",
+    "temporal_gaps",
 ]
 
 
@@ -51,6 +52,7 @@ class PairResults:
     o_gap: list[torch.Tensor] = field(default_factory=list)
     r_gap: list[torch.Tensor] = field(default_factory=list)
     r_single: dict[float, torch.Tensor] = field(default_factory=dict)
+    z_single: dict[float, torch.Tensor] = field(default_factory=dict)
     r0: torch.Tensor | None = None
 
     def norms(self, h: float) -> torch.Tensor:
@@ -113,6 +115,7 @@ def compose_pairs(
         with torch.no_grad():
             r_end = real.readout(end)
             out.r_single[h] = real.readout(first)
+        out.z_single[h] = first.detach()
         k = len(pairs)
         r_ab, r_ba = r_end[: k * b].view(k, b, -1), r_end[k * b :].view(k, b, -1)
         z_ab, z_ba = end[: k * b].view(k, b, -1), end[k * b :].view(k, b, -1)
@@ -172,3 +175,30 @@ def exact_brackets(
     br = lie_bracket(lambda q: real.field(q, first), lambda q: real.field(q, second), z)
     _, push = torch.func.jvp(real.readout, (z,), (br,))
     return br.view(k, b, -1).detach(), push.view(k, b, -1).detach()
+
+
+def temporal_gaps(
+    real: Realization, res: PairResults, tokens_per_segment: int = 1
+) -> list[dict[str, float]]:
+    """Order in time: skill A steers the first rollout segment and B the second, against the swap
+    (each skill at its coordinates after flowing for ``h0`` from the origin). Per pair: the share of
+    contexts whose generated tokens differ, the mean ``|r_AB - r_BA|`` at the last position and the
+    mean ``|O_task(AB) - O_task(BA)|``. Needs a realization with ``rollout`` (activation)."""
+    if not hasattr(real, "rollout"):
+        raise ValueError(f"temporal order needs a realization with rollout(); {real.kind} has none")
+    b = real.batch
+    z = res.z_single[res.h0]
+    rows = []
+    for a, c in res.pairs:
+        za, zc = z[a * b : (a + 1) * b], z[c * b : (c + 1) * b]
+        ab = real.rollout([za, zc], tokens_per_segment)
+        ba = real.rollout([zc, za], tokens_per_segment)
+        o = [real.objective(x["r"], a) + real.objective(x["r"], c) for x in (ab, ba)]
+        rows.append(
+            {
+                "tokens_differ": float((ab["tokens"] != ba["tokens"]).any(dim=1).double().mean()),
+                "r_gap": float((ab["r"] - ba["r"]).norm(dim=-1).mean()),
+                "o_gap": float((o[0] - o[1]).abs().mean()),
+            }
+        )
+    return rows

@@ -355,8 +355,8 @@ class ActivationRealization(Realization):
         with torch.no_grad():
             self.embeds = model.get_input_embeddings()(self.ids).to(self.dtype)
 
-    def _forward(self, z: torch.Tensor) -> torch.Tensor:
-        delta = (z @ self.basis.T)[:, None, :]  # (B, 1, d): the same shift at every position
+    def _shift(self, delta: torch.Tensor) -> Any:
+        """Register the hook that adds ``delta`` (``(B, 1 or seq, d)``) at residual layer ``layer``."""
         blocks = _decoder_blocks(self.model)
         if self.layer == 0:
 
@@ -365,18 +365,66 @@ class ActivationRealization(Realization):
                     return (args[0] + delta, *args[1:]), kwargs
                 return args, {**kwargs, "hidden_states": kwargs["hidden_states"] + delta}
 
-            handle = blocks[0].register_forward_pre_hook(pre, with_kwargs=True)
-        else:
+            return blocks[0].register_forward_pre_hook(pre, with_kwargs=True)
 
-            def post(_module: nn.Module, _args: tuple, out: Any) -> Any:
-                if isinstance(out, tuple):
-                    return (out[0] + delta, *out[1:])
-                return out + delta
+        def post(_module: nn.Module, _args: tuple, out: Any) -> Any:
+            if isinstance(out, tuple):
+                return (out[0] + delta, *out[1:])
+            return out + delta
 
-            handle = blocks[self.layer - 1].register_forward_hook(post)
+        return blocks[self.layer - 1].register_forward_hook(post)
+
+    def _forward(self, z: torch.Tensor) -> torch.Tensor:
+        delta = (z @ self.basis.T)[:, None, :]  # (B, 1, d): the same shift at every position
         n = z.shape[0]
-        with _hooks([handle]):
+        with _hooks([self._shift(delta)]):
             return _final_hidden(self.model, self._tile(self.embeds, n), self._tile(self.mask, n))
+
+    @torch.no_grad()
+    def rollout(
+        self, segments: Sequence[torch.Tensor], tokens_per_segment: int = 1
+    ) -> dict[str, Any]:
+        """Temporal order: greedy decoding in segments, coordinates ``segments[k]`` (``(B,
+        n_coords)``) steering the positions that write segment ``k`` (segment 0 is written from the
+        context, so the context's positions carry ``segments[0]``; positions generated in segment
+        ``k`` carry ``segments[k + 1]`` for the next one). Returns the generated ``tokens``
+        (``(B, n_segments * tokens_per_segment)``) and the readout ``r`` at the last position.
+        """
+        if not segments:
+            raise ValueError("rollout needs at least one segment")
+        if not isinstance(tokens_per_segment, int) or tokens_per_segment < 1:
+            raise ValueError(
+                f"tokens_per_segment must be a positive int; got {tokens_per_segment!r}"
+            )
+        zs = [self._check_z(z) for z in segments]
+        if any(z.shape[0] != self.batch for z in zs):
+            raise ValueError(f"each segment's coordinates must be ({self.batch}, {self.n_coords})")
+        emb = self.model.get_input_embeddings()
+        tokens, reads = [], []
+        for i in range(self.batch):  # one context at a time: no padding between generated tokens
+            n = int(self.mask[i].sum())
+            ids = self.ids[i, :n].clone()
+            shifts = [(zs[0][i] @ self.basis.T).expand(n, -1)]
+            for k in range(len(zs)):
+                for j in range(tokens_per_segment):
+                    delta = torch.cat(shifts)[None]  # (1, len, d)
+                    with _hooks([self._shift(delta)]):
+                        hidden = _final_hidden(
+                            self.model, emb(ids)[None].to(self.dtype), torch.ones_like(ids)[None]
+                        )[0, -1]
+                    nxt = self._unembed(self._norm(hidden)).argmax()
+                    ids = torch.cat([ids, nxt[None]])
+                    last = j == tokens_per_segment - 1
+                    following = zs[min(k + 1, len(zs) - 1)] if last else zs[k]
+                    shifts.append((following[i] @ self.basis.T)[None])
+            delta = torch.cat(shifts)[None]
+            with _hooks([self._shift(delta)]):
+                hidden = _final_hidden(
+                    self.model, emb(ids)[None].to(self.dtype), torch.ones_like(ids)[None]
+                )[0, -1]
+            tokens.append(ids[n:])
+            reads.append(hidden)
+        return {"tokens": torch.stack(tokens), "r": torch.stack(reads)}
 
 
 def caa_basis(

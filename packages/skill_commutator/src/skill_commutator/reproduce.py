@@ -31,6 +31,7 @@ from skill_commutator.compose import (
     compose_pairs,
     deployment_strength,
     exact_brackets,
+    temporal_gaps,
 )
 from skill_commutator.metrics import (
     cohens_d_ci,
@@ -238,6 +239,8 @@ def measure(
     h_small = min(hs)
     rich = res.richardson(2 * h_small) if 2 * h_small in res.c1 else res.c1[h_small]
     vectors = actadd_vectors(comm)
+    nan = {"tokens_differ": float("nan"), "r_gap": float("nan"), "o_gap": float("nan")}
+    temporal = temporal_gaps(comm, res) if kind == "activation" else [nan] * len(res.pairs)
     pair_rows = []
     for k, (a, b) in enumerate(res.pairs):
         la = {key: split[key][a] for key in split}
@@ -279,6 +282,7 @@ def measure(
         }
         for name, fn in PREDICTORS.items():
             row[name] = float(fn(la, lb).mean())
+        row |= {f"temporal_{key}": value for key, value in temporal[k].items()}
         for h, f in zip(hs, h_factors, strict=True):
             row[f"C_h{f:g}"] = float(res.c1[h][k].norm(dim=-1).mean())
             row[f"err_h{f:g}"] = float(
@@ -622,6 +626,29 @@ def _claims(
             f"novelty {np.degrees(np.mean(top_nov)):.1f} vs {np.degrees(np.mean(bot_nov)):.1f} deg (p {p_nov:.2g}); "
             f"entropy gain {mean_gain:.3f} vs {np.mean(bot_ent):.3f} nats (p {p_ent:.2g})",
         )
+    )
+    act_rows = [p for r in act for p in r["pairs"]]
+    report.add_table(
+        "temporal_order",
+        [
+            {
+                "realization": "activation",
+                "tokens_differ": float(np.mean([p["temporal_tokens_differ"] for p in act_rows])),
+                "o_gap": float(np.mean([p["temporal_o_gap"] for p in act_rows])),
+                "r_gap": float(np.mean([p["temporal_r_gap"] for p in act_rows])),
+                "spearman_C_vs_o_gap": float(
+                    np.mean(
+                        [
+                            spearmanr(
+                                [p["C"] for p in r["pairs"]],
+                                [p["temporal_o_gap"] for p in r["pairs"]],
+                            )[0]
+                            for r in act
+                        ]
+                    )
+                ),
+            }
+        ],
     )
     report.add_table("synthetic", syn["rows"])
     pair_table = []
