@@ -227,3 +227,32 @@ def test_rollout_segments_steer_in_time(task_lm, spec):
     assert torch.equal(swapped["tokens"][:, 0], plain["tokens"][:, 0])  # z acts only from segment 2
     with pytest.raises(ValueError, match="segment"):
         real.rollout([])
+    # contexts of different lengths decode in groups and come back in their own order
+    mixed = ActivationRealization(
+        model,
+        tok,
+        ["note east :", *real.contexts[:2], "west rock :"],
+        real.skills,
+        bases_of(real),
+        1,
+    )
+    texts = greedy_answer(model, tok, mixed.contexts, max_new_tokens=2)
+    got = mixed.rollout([mixed.zeros(), mixed.zeros()])["tokens"]
+    assert [tok.decode(t, skip_special_tokens=True).strip() for t in got] == [
+        x.strip() for x in texts
+    ]
+
+
+def bases_of(real):
+    return list(real.basis.split(real.m, dim=1))
+
+
+@pytest.mark.parametrize("kind", ["activation", "prefix"])
+def test_subset_keeps_the_bases_and_the_first_contexts(task_lm, spec, kind):
+    model, tok, _ = task_lm
+    real = (_activation if kind == "activation" else _prefix)(model, tok, spec)
+    sub = real.subset(2)
+    assert sub.batch == 2
+    assert sub.basis is real.basis
+    z = torch.full((real.batch, real.n_coords), 0.1, dtype=torch.float64)
+    torch.testing.assert_close(sub.readout(z[:2]), real.readout(z)[:2], rtol=0, atol=1e-12)

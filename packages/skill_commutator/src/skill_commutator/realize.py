@@ -108,6 +108,31 @@ class Realization:
         self._norm = _final_norm(model)
         self._unembed = model.get_output_embeddings()
 
+    def _set_bases(self, bases: Sequence[torch.Tensor], rows: int, what: str) -> None:
+        """Check one ``(rows, m)`` basis per skill and keep them side by side as ``self.basis``."""
+        for skill, b in zip(self.skills, bases, strict=True):
+            if tuple(b.shape) != (rows, self.m):
+                raise ValueError(
+                    f"basis of skill {skill.name!r} must be ({what}, m) = ({rows}, {self.m}); "
+                    f"got {tuple(b.shape)}"
+                )
+        self.basis = torch.cat([b.to(self.dtype) for b in bases], dim=1).to(self.device)
+
+    _PER_CONTEXT = ("ids", "mask", "embeds", "head", "tail", "last")
+
+    def subset(self, n: int) -> Realization:
+        """The same realization (same skills and bases) on its first ``n`` contexts."""
+        import copy
+
+        if not isinstance(n, int) or n < 1:
+            raise ValueError(f"n must be a positive int; got {n!r}")
+        sub = copy.copy(self)
+        sub.contexts = self.contexts[:n]
+        for name in self._PER_CONTEXT:
+            if hasattr(self, name):
+                setattr(sub, name, getattr(self, name)[:n])
+        return sub
+
     # ------------------------------------------------------------------ coordinates
     @property
     def batch(self) -> int:
@@ -264,6 +289,13 @@ class Realization:
         return self.local(z, skill)["cost"]
 
 
+def _basis_width(bases: Sequence[torch.Tensor], skills: Sequence[Skill]) -> int:
+    """``m`` of a list of ``(rows, m)`` bases, one per skill."""
+    if len(bases) != len(skills):
+        raise ValueError(f"one basis per skill: got {len(bases)} bases for {len(skills)} skills")
+    return int(bases[0].shape[1]) if bases[0].ndim == 2 else -1
+
+
 def _natural_step(jac: torch.Tensor, grad: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """``v = (g + delta I)^-1 J^T grad`` with ``g = J^T J``, ``delta = 1e-3 tr(g) / m``; and the rate
     ``dO/dt = (J^T grad) . v``. ``jac``: ``(B, d, m)``, ``grad``: ``(B, d)``."""
@@ -337,19 +369,9 @@ class ActivationRealization(Realization):
             raise ValueError(
                 f"layer must be an int in 0..{n - 1} (the readout is after block {n - 1}); got {layer!r}"
             )
-        if len(bases) != len(skills):
-            raise ValueError(
-                f"one basis per skill: got {len(bases)} bases for {len(skills)} skills"
-            )
-        m = int(bases[0].shape[1]) if bases[0].ndim == 2 else -1
-        super().__init__(model, tok, contexts, skills, m)
-        for s, b in zip(skills, bases, strict=True):
-            if tuple(b.shape) != (self.d_model, m):
-                raise ValueError(
-                    f"basis of skill {s.name!r} must be (d_model, m) = ({self.d_model}, {m}); got {tuple(b.shape)}"
-                )
+        super().__init__(model, tok, contexts, skills, _basis_width(bases, skills))
+        self._set_bases(bases, self.d_model, "d_model")
         self.layer = layer
-        self.basis = torch.cat([b.to(self.dtype) for b in bases], dim=1).to(self.device)  # (d, K)
         self.ids, self.mask = _encode(tok, self.contexts, self.device)
         self.last = self.mask.sum(1) - 1
         with torch.no_grad():
@@ -400,31 +422,30 @@ class ActivationRealization(Realization):
         if any(z.shape[0] != self.batch for z in zs):
             raise ValueError(f"each segment's coordinates must be ({self.batch}, {self.n_coords})")
         emb = self.model.get_input_embeddings()
-        tokens, reads = [], []
-        for i in range(self.batch):  # one context at a time: no padding between generated tokens
-            n = int(self.mask[i].sum())
-            ids = self.ids[i, :n].clone()
-            shifts = [(zs[0][i] @ self.basis.T).expand(n, -1)]
-            for k in range(len(zs)):
-                for j in range(tokens_per_segment):
-                    delta = torch.cat(shifts)[None]  # (1, len, d)
-                    with _hooks([self._shift(delta)]):
-                        hidden = _final_hidden(
-                            self.model, emb(ids)[None].to(self.dtype), torch.ones_like(ids)[None]
-                        )[0, -1]
-                    nxt = self._unembed(self._norm(hidden)).argmax()
-                    ids = torch.cat([ids, nxt[None]])
-                    last = j == tokens_per_segment - 1
-                    following = zs[min(k + 1, len(zs) - 1)] if last else zs[k]
-                    shifts.append((following[i] @ self.basis.T)[None])
-            delta = torch.cat(shifts)[None]
-            with _hooks([self._shift(delta)]):
-                hidden = _final_hidden(
-                    self.model, emb(ids)[None].to(self.dtype), torch.ones_like(ids)[None]
-                )[0, -1]
-            tokens.append(ids[n:])
-            reads.append(hidden)
-        return {"tokens": torch.stack(tokens), "r": torch.stack(reads)}
+        n_new = len(zs) * tokens_per_segment
+        tokens = torch.empty(self.batch, n_new, dtype=torch.long, device=self.device)
+        reads = torch.empty(self.batch, self.d_model, dtype=self.dtype, device=self.device)
+        lengths = self.mask.sum(1)
+        for n in lengths.unique().tolist():  # contexts of one length decode together, unpadded
+            rows = (lengths == n).nonzero().squeeze(1)
+            ids = self.ids[rows, :n]
+            shifts = [(zs[0][rows] @ self.basis.T)[:, None].expand(-1, n, -1)]
+            for step in range(n_new + 1):
+                delta = torch.cat(shifts, dim=1)  # (G, len, d): each position's own coordinates
+                with _hooks([self._shift(delta)]):
+                    hidden = _final_hidden(
+                        self.model, emb(ids).to(self.dtype), torch.ones_like(ids)
+                    )[:, -1]
+                if step == n_new:
+                    break
+                nxt = self._unembed(self._norm(hidden)).argmax(-1)
+                ids = torch.cat([ids, nxt[:, None]], dim=1)
+                # the new position writes the next token: it carries the next token's segment
+                seg = min((step + 1) // tokens_per_segment, len(zs) - 1)
+                shifts.append((zs[seg][rows] @ self.basis.T)[:, None])
+            tokens[rows] = ids[:, n:]
+            reads[rows] = hidden
+        return {"tokens": tokens, "r": reads}
 
 
 def caa_basis(
@@ -482,24 +503,13 @@ class PrefixRealization(Realization):
     ):
         if init.ndim != 2:
             raise ValueError(f"init must be (p, d_model); got shape {tuple(init.shape)}")
-        if len(bases) != len(skills):
-            raise ValueError(
-                f"one basis per skill: got {len(bases)} bases for {len(skills)} skills"
-            )
-        m = int(bases[0].shape[1]) if bases[0].ndim == 2 else -1
-        super().__init__(model, tok, contexts, skills, m)
+        super().__init__(model, tok, contexts, skills, _basis_width(bases, skills))
         p = int(init.shape[0])
         if init.shape[1] != self.d_model:
             raise ValueError(f"init must be (p, {self.d_model}); got {tuple(init.shape)}")
-        for s, b in zip(skills, bases, strict=True):
-            if tuple(b.shape) != (p * self.d_model, m):
-                raise ValueError(
-                    f"basis of skill {s.name!r} must be (p * d_model, m) = ({p * self.d_model}, {m}); "
-                    f"got {tuple(b.shape)}"
-                )
+        self._set_bases(bases, p * self.d_model, "p * d_model")
         self.p = p
         self.init = init.to(self.device, self.dtype)
-        self.basis = torch.cat([b.to(self.dtype) for b in bases], dim=1).to(self.device)
         ids, mask = _encode(tok, self.contexts, self.device)
         with torch.no_grad():
             emb = model.get_input_embeddings()(ids).to(self.dtype)
@@ -535,30 +545,44 @@ def prefix_basis(
     ``dO_s / d prefix`` (flattened) at ``E0`` over ``contexts``; orthonormal, times ``scale``
     (default: the RMS norm of the model's input embeddings times ``sqrt(p)``, so a unit coordinate
     moves the prefix by about one embedding per token)."""
+    if scale is None:
+        w = model.get_input_embeddings().weight.detach().double()
+        scale = float(w.pow(2).sum(-1).mean().sqrt()) * init.shape[0] ** 0.5
+    return _gradient_basis(PrefixRealization, model, tok, skill, contexts, init, m, scale)
+
+
+def _gradient_basis(
+    cls: type[Realization],
+    model: nn.Module,
+    tok: Any,
+    skill: Skill,
+    contexts: Sequence[str],
+    init: torch.Tensor,
+    m: int,
+    scale: float,
+) -> torch.Tensor:
+    """Top-``m`` right singular vectors of ``dO_s / d init`` (one row per context) times ``scale``."""
     if not isinstance(m, int) or m < 1:
         raise ValueError(f"m must be a positive int; got {m!r}")
-    p, d = init.shape
-    if m > p * d:
-        raise ValueError(f"m={m} exceeds the prefix's p * d_model = {p * d} coordinates")
-    probe = PrefixRealization(
-        model, tok, contexts, [skill], [torch.zeros(p * d, 1, dtype=_dtype(model))], init
+    if m > init.numel():
+        raise ValueError(f"m={m} exceeds the prefix's {init.numel()} coordinates")
+    probe = cls(
+        model, tok, contexts, [skill], [torch.zeros(init.numel(), 1, dtype=_dtype(model))], init
     )
+    shape = probe.init.shape
 
     def total(flat: torch.Tensor) -> torch.Tensor:
-        probe.init = flat.reshape(p, d)
+        probe.init = flat.reshape(shape)
         return probe.objective(probe.readout(probe.zeros()), 0)
 
     flat0 = probe.init.reshape(-1).clone()
-    rows = torch.func.jacrev(total)(flat0)  # (B, p * d)
-    probe.init = flat0.reshape(p, d)
+    rows = torch.func.jacrev(total)(flat0)  # (contexts, numel)
+    probe.init = flat0.reshape(shape)
     _, _, vh = torch.linalg.svd(rows.detach(), full_matrices=False)
     if vh.shape[0] < m:
         raise ValueError(
             f"need >= m={m} contexts to find {m} prefix directions; got {len(contexts)}"
         )
-    if scale is None:
-        w = model.get_input_embeddings().weight.detach().double()
-        scale = float(w.pow(2).sum(-1).mean().sqrt()) * p**0.5
     return _scaled(vh[:m].T, scale).to(_dtype(model))
 
 
@@ -585,25 +609,15 @@ class KVPrefixRealization(Realization):
         bases: Sequence[torch.Tensor],
         init: torch.Tensor,
     ):
-        if len(bases) != len(skills):
-            raise ValueError(
-                f"one basis per skill: got {len(bases)} bases for {len(skills)} skills"
-            )
-        m = int(bases[0].shape[1]) if bases[0].ndim == 2 else -1
-        super().__init__(model, tok, contexts, skills, m)
+        super().__init__(model, tok, contexts, skills, _basis_width(bases, skills))
         self.n_layers, self.n_kv, self.head_dim = _kv_shape(model)
         width = 2 * self.n_layers * self.n_kv * self.head_dim
         if init.ndim != 2 or init.shape[1] != width:
             raise ValueError(f"init must be (p, {width}) for this model; got {tuple(init.shape)}")
         self.p = int(init.shape[0])
-        for s, b in zip(skills, bases, strict=True):
-            if tuple(b.shape) != (self.p * width, m):
-                raise ValueError(
-                    f"basis of skill {s.name!r} must be ({self.p * width}, {m}); got {tuple(b.shape)}"
-                )
+        self._set_bases(bases, self.p * width, "p * 2 * n_layers * kv_width")
         self.width = width
         self.init = init.to(self.device, self.dtype)
-        self.basis = torch.cat([b.to(self.dtype) for b in bases], dim=1).to(self.device)
         self.ids, mask = _encode(tok, self.contexts, self.device)
         with torch.no_grad():
             self.embeds = model.get_input_embeddings()(self.ids).to(self.dtype)
@@ -666,26 +680,6 @@ def kv_prefix_basis(
 ) -> torch.Tensor:
     """``K_s``: top-``m`` right singular vectors of ``dO_s / d W`` over ``contexts`` at ``W0 = init``,
     orthonormal, times ``scale`` (default: the RMS norm of a row of ``init`` times ``sqrt(p)``)."""
-    if not isinstance(m, int) or m < 1:
-        raise ValueError(f"m must be a positive int; got {m!r}")
-    width = init.shape[1]
-    probe = KVPrefixRealization(
-        model, tok, contexts, [skill], [torch.zeros(init.numel(), 1, dtype=_dtype(model))], init
-    )
-    p = probe.p
-
-    def total(flat: torch.Tensor) -> torch.Tensor:
-        probe.init = flat.reshape(p, width)
-        return probe.objective(probe.readout(probe.zeros()), 0)
-
-    flat0 = probe.init.reshape(-1).clone()
-    rows = torch.func.jacrev(total)(flat0)
-    probe.init = flat0.reshape(p, width)
-    _, _, vh = torch.linalg.svd(rows.detach(), full_matrices=False)
-    if vh.shape[0] < m:
-        raise ValueError(
-            f"need >= m={m} contexts to find {m} prefix directions; got {len(contexts)}"
-        )
     if scale is None:
-        scale = float(init.double().pow(2).sum(-1).mean().sqrt()) * p**0.5
-    return _scaled(vh[:m].T, scale).to(_dtype(model))
+        scale = float(init.double().pow(2).sum(-1).mean().sqrt()) * init.shape[0] ** 0.5
+    return _gradient_basis(KVPrefixRealization, model, tok, skill, contexts, init, m, scale)

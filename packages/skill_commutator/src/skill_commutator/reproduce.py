@@ -229,7 +229,7 @@ def measure(
     jac = loc["J"].view(n_skills, geo.batch, -1, m)
     h0 = deployment_strength(geo)
     # the commutator contexts share the geometry realization's bases (same skill coordinates)
-    comm = _sub(geo, n_commutator)
+    comm = geo.subset(min(n_commutator, geo.batch))
     hs = [f * h0 for f in h_factors]
     res = compose_pairs(comm, h0, hs)
     _, exact = exact_brackets(comm, res.pairs)  # Dr . [X_A, X_B] by nested forward-mode AD
@@ -301,20 +301,6 @@ def measure(
         "O0": loc["O"].view(n_skills, geo.batch).numpy(),
         "pairs": pair_rows,
     }
-
-
-def _sub(real: Any, n: int) -> Any:
-    """The same realization (same bases) on its first ``n`` contexts."""
-    import copy
-
-    n = min(n, real.batch)
-    sub = copy.copy(real)
-    sub.contexts = real.contexts[:n]
-    for name in ("embeds", "mask", "ids", "head", "tail"):
-        if hasattr(real, name):
-            setattr(sub, name, getattr(real, name)[:n])
-    sub.last = real.last[:n]
-    return sub
 
 
 def _measure_job(job: tuple[dict[str, Any], int, str]) -> dict[str, Any]:
