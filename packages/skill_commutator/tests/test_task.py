@@ -108,3 +108,34 @@ def test_measure_runs_on_a_model_loaded_with_from_pretrained(task_lm, spec, tmp_
     assert [p["C"] for p in out["pairs"]] == pytest.approx([p["C"] for p in ref["pairs"]], rel=1e-8)
     assert all(p["C"] > 0 for p in out["pairs"])
     assert all(p["o_gap"] > 0 for p in out["pairs"])
+
+
+def test_full_scale_real_model_branch_reads_local_paths(task_lm, spec, tmp_path, monkeypatch):
+    """`full`'s real-model part on a saved model and a task file written here (as for Qwen)."""
+    from paper_common.lm import save_lm
+    from skill_commutator.reproduce import SCALES, _real_model
+
+    model, tok, _ = task_lm
+    save_lm(model, tok, tmp_path / "lm")
+    skills = [
+        {
+            "name": s.name,
+            "targets": list(s.targets),
+            "positive": list(s.positive)[:6],
+            "negative": list(s.negative)[:6],
+        }
+        for s in spec.skills[:3]
+    ]
+    (tmp_path / "task.json").write_text(
+        json.dumps({"contexts": list(spec.contexts[:4]), "skills": skills})
+    )
+    rm = dict(SCALES["full"]["real_model"], layer=1)
+    cfg = {"real_model": rm, "m": 2, "commutator_contexts": 2, "h_factors": [0.1, 0.05]}
+    assert _real_model(cfg) is None  # paths unset: the report says how to set them
+    monkeypatch.setenv(rm["path_env"], str(tmp_path / "lm"))
+    monkeypatch.setenv(rm["task_env"], str(tmp_path / "task.json"))
+    rows = _real_model(cfg)
+    assert len(rows) == 2 * 3  # two realizations x three pairs
+    assert {r["realization"] for r in rows} == {"activation", "prefix"}
+    assert all(r["C"] > 0 for r in rows)
+    assert len({tuple(r) for r in rows}) == 1  # one set of columns: a valid report table

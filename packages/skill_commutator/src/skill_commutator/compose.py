@@ -105,7 +105,7 @@ def compose_pairs(
         out.r0 = real.readout(real.zeros())
     skills_first = torch.arange(n, device=real.device).repeat_interleave(b)
     second = torch.tensor([c for _, c in ordered], device=real.device).repeat_interleave(b)
-    for h in [float(h0), *out.hs]:
+    for h in dict.fromkeys([float(h0), *out.hs]):  # h0 once, also when it is among hs
         if progress:
             progress(f"{real.kind} h={h:.3g}")
         steps = _steps(h, h0, steps_at_h0)

@@ -343,11 +343,12 @@ def _real_model(cfg: dict[str, Any]) -> list[dict[str, Any]] | None:
             cfg["commutator_contexts"],
             cfg["h_factors"],
         )
-        gap = np.array([p["o_gap"] for p in out["pairs"]])
-        for p in out["pairs"]:
-            rows.append({"realization": kind, "h0": out["h0"], **p})
-        c = np.array([p["C"] for p in out["pairs"]])
-        rows[-1]["spearman_C_gap"] = float(spearmanr(c, gap)[0])
+        rho = float(
+            spearmanr([p["C"] for p in out["pairs"]], [p["o_gap"] for p in out["pairs"]])[0]
+        )
+        rows += [
+            {"realization": kind, "h0": out["h0"], "spearman_C_gap": rho, **p} for p in out["pairs"]
+        ]
     return rows
 
 
