@@ -17,6 +17,7 @@ from skill_commutator.baselines import (
     cosine_predictor,
     jacobian_angle_predictor,
     norm_product_predictor,
+    readout_move,
 )
 from skill_commutator.commutator import (
     commutator_sweep,
@@ -110,6 +111,7 @@ __all__ = [
     "ordered_commutator",
     "prefix_basis",
     "principal_angles",
+    "readout_move",
     "richardson",
     "rk4_flow",
     "spearman_table",

@@ -17,23 +17,30 @@ from collections.abc import Callable, Mapping
 
 import torch
 
-__all__ = ["PREDICTORS", "cosine_predictor", "jacobian_angle_predictor", "norm_product_predictor"]
+__all__ = [
+    "PREDICTORS",
+    "cosine_predictor",
+    "jacobian_angle_predictor",
+    "norm_product_predictor",
+    "readout_move",
+]
 
 Local = Mapping[str, torch.Tensor]
 
 
-def _moves(loc: Local) -> torch.Tensor:
-    return (loc["J"] @ loc["v"].unsqueeze(-1)).squeeze(-1)  # (B, d): J v
+def readout_move(loc: Local) -> torch.Tensor:
+    """``J v``: the direction (and speed) a skill's field moves the readout, ``(..., d)``."""
+    return (loc["J"] @ loc["v"].unsqueeze(-1)).squeeze(-1)
 
 
 def cosine_predictor(a: Local, b: Local) -> torch.Tensor:
     """``1 - |cos(J_A v_A, J_B v_B)|`` per context."""
-    return 1 - torch.nn.functional.cosine_similarity(_moves(a), _moves(b), dim=-1).abs()
+    return 1 - torch.nn.functional.cosine_similarity(readout_move(a), readout_move(b), dim=-1).abs()
 
 
 def norm_product_predictor(a: Local, b: Local) -> torch.Tensor:
     """``|J_A v_A| |J_B v_B|`` per context."""
-    return _moves(a).norm(dim=-1) * _moves(b).norm(dim=-1)
+    return readout_move(a).norm(dim=-1) * readout_move(b).norm(dim=-1)
 
 
 def jacobian_angle_predictor(a: Local, b: Local) -> torch.Tensor:

@@ -23,7 +23,7 @@ import torch
 from scipy.stats import mannwhitneyu, spearmanr, wilcoxon
 
 from paper_common import Claim, Report, Stopwatch, check_scale, map_jobs, new_figure, write_report
-from skill_commutator.baselines import PREDICTORS
+from skill_commutator.baselines import PREDICTORS, readout_move
 from skill_commutator.commutator import loglog_slope, noisy_flow, ordered_commutator, richardson
 from skill_commutator.compose import (
     actadd_commutator,
@@ -246,18 +246,13 @@ def measure(
         la = {key: split[key][a] for key in split}
         lb = {key: split[key][b] for key in split}
         c_rich = rich[k]
-        moves = torch.stack(
-            [
-                (la["J"] @ la["v"].unsqueeze(-1)).squeeze(-1),
-                (lb["J"] @ lb["v"].unsqueeze(-1)).squeeze(-1),
-            ],
-            dim=-1,
-        )  # (B, d, 2)
+        moves = torch.stack([readout_move(la), readout_move(lb)], dim=-1)  # (B, d, 2)
         nov = [novelty(h0 * moves[c], h0**2 * c_rich[c]) for c in range(comm.batch)]
         ent = [entropy_gain(h0 * moves[c], h0**2 * c_rich[c]) for c in range(comm.batch)]
         ca, dr = actadd_commutator(comm, vectors, a, b, h_small)
-        c_small = res.c1[h_small][k]
-        composed = (c_small * h_small**2).norm(dim=-1)
+        # the order-dependent part of the composed change, relative to A's own change
+        own = (res.r_single[h_small][a * comm.batch : (a + 1) * comm.batch] - res.r0).norm(dim=-1)
+        skill_rel = (res.c1[h_small][k] * h_small**2).norm(dim=-1) / own
         row = {
             "pair": f"{spec.skills[a].name}+{spec.skills[b].name}",
             "C": float(c_rich.norm(dim=-1).mean()),
@@ -271,14 +266,7 @@ def measure(
             "entropy_gain": float(np.mean(ent)),
             "actadd_C": float(ca.norm(dim=-1).mean()),
             "actadd_rel": float((ca.norm(dim=-1) * h_small**2 / dr.norm(dim=-1)).max()),
-            "skill_rel": float(
-                (
-                    composed
-                    / (res.r_single[h_small][a * comm.batch : (a + 1) * comm.batch] - res.r0).norm(
-                        dim=-1
-                    )
-                ).min()
-            ),
+            "skill_rel": float(skill_rel.min()),
         }
         for name, fn in PREDICTORS.items():
             row[name] = float(fn(la, lb).mean())
@@ -293,10 +281,7 @@ def measure(
         "kind": kind,
         "h0": h0,
         "J": jac.numpy(),
-        "moves": (loc["J"] @ loc["v"].unsqueeze(-1))
-        .squeeze(-1)
-        .view(n_skills, geo.batch, -1)
-        .numpy(),
+        "moves": readout_move(loc).view(n_skills, geo.batch, -1).numpy(),
         "cost": loc["cost"].view(n_skills, geo.batch).numpy(),
         "O0": loc["O"].view(n_skills, geo.batch).numpy(),
         "pairs": pair_rows,
