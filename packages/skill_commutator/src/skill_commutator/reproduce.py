@@ -491,7 +491,7 @@ def _claims(
     d_max, lo_max, hi_max = cohens_d_ci(np.concatenate(same_max), np.concatenate(cross_max))
     report.add_claim(
         Claim(
-            "A skill's activation and prefix Jacobians are more aligned than cross-skill pairings",
+            "The column spaces of one skill's two realizations (activation, prefix) lie closer than those of two different skills",
             "Cohen's d (pooled SD) of the mean principal angle, same-skill minus cross-skill",
             d,
             "< 0 with the 95% CI below 0",
