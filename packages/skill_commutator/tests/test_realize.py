@@ -88,6 +88,11 @@ def test_field_is_the_metric_preconditioned_gradient(task_lm, spec):
     torch.testing.assert_close((o_next - loc["O"]) / t, loc["rate"], rtol=1e-3, atol=1e-8)
     assert bool((loc["rate"] > 0).all())
     torch.testing.assert_close(loc["cost"], loc["rate"].rsqrt())
+    origin = real.at_origin()  # every skill at once, (skills, contexts, ...)
+    torch.testing.assert_close(origin["v"][0], loc["v"])
+    rows = torch.arange(len(real.skills)).repeat_interleave(real.batch)
+    fields = real.field(real.zeros(len(real.skills)), rows).view(len(real.skills), real.batch, -1)
+    torch.testing.assert_close(actadd_vectors(real, origin), fields.mean(1))
 
 
 def test_compose_pairs_equals_the_generic_ordered_commutator(task_lm, spec):

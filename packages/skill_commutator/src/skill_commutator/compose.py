@@ -66,14 +66,17 @@ class PairResults:
         return [2 * a - b for a, b in zip(self.c1[h / 2], self.c1[h], strict=True)]
 
 
-def deployment_strength(real: Realization, rate_quantile: float = 0.5) -> float:
+def deployment_strength(
+    real: Realization,
+    rate_quantile: float = 0.5,
+    origin: dict[str, torch.Tensor] | None = None,
+) -> float:
     """``h0``: the time at which a skill's flow raises its objective by about 1 nat, ``1 / median``
     of ``dO_s/dt`` at the origin over skills and contexts (so strengths are comparable across
-    realizations whose coordinates have different units)."""
-    n = len(real.skills)
-    rows = torch.arange(n, device=real.device).repeat_interleave(real.batch)
-    rate = real.local(real.zeros(n), rows)["rate"]
-    return float(1.0 / torch.quantile(rate, rate_quantile))
+    realizations whose coordinates have different units). ``origin``: ``real.at_origin()`` if
+    already computed."""
+    rate = (real.at_origin() if origin is None else origin)["rate"]
+    return float(1.0 / torch.quantile(rate.flatten(), rate_quantile))
 
 
 def _steps(h: float, h0: float, steps_at_h0: int) -> int:
@@ -138,13 +141,14 @@ def compose_pairs(
     return out
 
 
-def actadd_vectors(real: Realization) -> torch.Tensor:
+def actadd_vectors(
+    real: Realization, origin: dict[str, torch.Tensor] | None = None
+) -> torch.Tensor:
     """ActAdd's constant steering, one coordinate vector per skill: the skill's field at the origin
-    averaged over contexts, ``(n_skills, n_coords)`` (each nonzero only in its own block)."""
-    n = len(real.skills)
-    rows = torch.arange(n, device=real.device).repeat_interleave(real.batch)
-    f = real.field(real.zeros(n), rows)
-    return f.view(n, real.batch, -1).mean(1)
+    averaged over contexts, ``(n_skills, n_coords)`` (each nonzero only in its own block).
+    ``origin``: ``real.at_origin()`` if already computed."""
+    v = (real.at_origin() if origin is None else origin)["v"].mean(1)  # (n_skills, m)
+    return torch.block_diag(*v.unbind(0))
 
 
 def actadd_commutator(

@@ -265,6 +265,13 @@ class Realization:
             "cost": rate.clamp_min(1e-300).rsqrt(),
         }
 
+    def at_origin(self) -> dict[str, torch.Tensor]:
+        """:meth:`local` of every skill at ``z = 0``, each value ``(n_skills, B, ...)``."""
+        n = len(self.skills)
+        rows = torch.arange(n, device=self.device).repeat_interleave(self.batch)
+        loc = self.local(self.zeros(n), rows)
+        return {k: v.view(n, self.batch, *v.shape[1:]) for k, v in loc.items()}
+
     def field(self, z: torch.Tensor, skill: torch.Tensor | int | str) -> torch.Tensor:
         """The skill's vector field on the joint coordinates, ``(R, n_coords)``: ``v_s`` in block
         ``s``, zeros elsewhere (``skill``: one skill, or one index per row)."""
@@ -327,14 +334,16 @@ def _encode(
 def _final_hidden(
     model: nn.Module, embeds: torch.Tensor, mask: torch.Tensor, **kwargs: Any
 ) -> torch.Tensor:
-    """The output of the last decoder block at every position (before the final norm)."""
+    """The output of the last decoder block at every position (before the final norm); ``kwargs``
+    go to the base model's forward (``use_cache`` defaults to False)."""
+    kwargs.setdefault("use_cache", False)
     store: dict[str, torch.Tensor] = {}
 
     def keep(_module: nn.Module, _args: tuple, out: Any) -> None:
         store["h"] = _block_output(out)
 
     with _hooks([_decoder_blocks(model)[-1].register_forward_hook(keep)]):
-        model.base_model(inputs_embeds=embeds, attention_mask=mask, use_cache=False, **kwargs)
+        model.base_model(inputs_embeds=embeds, attention_mask=mask, **kwargs)
     return store["h"]
 
 
@@ -643,21 +652,15 @@ class KVPrefixRealization(Realization):
         return cache
 
     def _forward(self, z: torch.Tensor) -> torch.Tensor:
-        store: dict[str, torch.Tensor] = {}
-
-        def keep(_module: nn.Module, _args: tuple, out: Any) -> None:
-            store["h"] = _block_output(out)
-
-        with _hooks([_decoder_blocks(self.model)[-1].register_forward_hook(keep)]):
-            n = z.shape[0]
-            self.model.base_model(
-                inputs_embeds=self._tile(self.embeds, n),
-                attention_mask=self._tile(self.mask, n),
-                **{self._cache_kw: self.kv(z)},
-                position_ids=self.positions.expand(n, -1),
-                use_cache=True,
-            )
-        return store["h"]
+        n = z.shape[0]
+        return _final_hidden(
+            self.model,
+            self._tile(self.embeds, n),
+            self._tile(self.mask, n),
+            **{self._cache_kw: self.kv(z)},
+            position_ids=self.positions.expand(n, -1),
+            use_cache=True,
+        )
 
 
 def _kv_shape(model: nn.Module) -> tuple[int, int, int]:

@@ -222,23 +222,18 @@ def measure(
     h_factors: list[float],
 ) -> dict[str, Any]:
     """Everything one realization of one model contributes to the report (numpy arrays)."""
-    n_skills = len(spec.skills)
     geo = _realization(kind, model, tok, spec, list(spec.contexts), layer, m)
-    rows = torch.arange(n_skills).repeat_interleave(geo.batch)
-    loc = geo.local(geo.zeros(n_skills), rows)
-    jac = loc["J"].view(n_skills, geo.batch, -1, m)
-    h0 = deployment_strength(geo)
-    # the commutator contexts share the geometry realization's bases (same skill coordinates)
+    loc = geo.at_origin()  # every skill's J, v, rate and cost: (n_skills, contexts, ...)
+    h0 = deployment_strength(geo, origin=loc)
+    # the commutator contexts are the first ones, with the same bases (same skill coordinates)
     comm = geo.subset(min(n_commutator, geo.batch))
+    split = {k: v[:, : comm.batch] for k, v in loc.items()}
     hs = [f * h0 for f in h_factors]
     res = compose_pairs(comm, h0, hs)
     _, exact = exact_brackets(comm, res.pairs)  # Dr . [X_A, X_B] by nested forward-mode AD
-    lrows = torch.arange(n_skills).repeat_interleave(comm.batch)
-    cloc = comm.local(comm.zeros(n_skills), lrows)
-    split = {k: cloc[k].view(n_skills, comm.batch, *cloc[k].shape[1:]) for k in ("J", "v")}
     h_small = min(hs)
     rich = res.richardson(2 * h_small) if 2 * h_small in res.c1 else res.c1[h_small]
-    vectors = actadd_vectors(comm)
+    vectors = actadd_vectors(comm, origin=split)
     nan = {"tokens_differ": float("nan"), "r_gap": float("nan"), "o_gap": float("nan")}
     temporal = temporal_gaps(comm, res) if kind == "activation" else [nan] * len(res.pairs)
     pair_rows = []
@@ -280,10 +275,10 @@ def measure(
     return {
         "kind": kind,
         "h0": h0,
-        "J": jac.numpy(),
-        "moves": readout_move(loc).view(n_skills, geo.batch, -1).numpy(),
-        "cost": loc["cost"].view(n_skills, geo.batch).numpy(),
-        "O0": loc["O"].view(n_skills, geo.batch).numpy(),
+        "J": loc["J"].numpy(),
+        "moves": readout_move(loc).numpy(),
+        "cost": loc["cost"].numpy(),
+        "O0": loc["O"].numpy(),
         "pairs": pair_rows,
     }
 
@@ -371,8 +366,9 @@ def reproduce(
         scale=scale,
         seed=seed,
     )
-    _claims(report, cfg, syn, results)
-    _figures(report, cfg, syn, results)
+    angles = _alignment_angles(results)
+    _claims(report, syn, results, angles)
+    _figures(report, cfg, syn, results, angles)
     report.add_table("runtime", watch.laps)
     report.runtime_s = watch.elapsed_s
     report.notes = _notes(cfg, results)
@@ -390,7 +386,10 @@ def reproduce(
 
 
 def _claims(
-    report: Report, cfg: dict[str, Any], syn: dict[str, Any], results: list[dict[str, Any]]
+    report: Report,
+    syn: dict[str, Any],
+    results: list[dict[str, Any]],
+    angles: dict[str, tuple[np.ndarray, np.ndarray]],
 ) -> None:
     lin = [r for r in syn["rows"] if r["system"].startswith("linear")]
     worst = max(r["rel_err_h0.05"] for r in lin)
@@ -476,19 +475,14 @@ def _claims(
             )
         )
     report.add_table("spearman", spearman_rows)
-    # Jacobian alignment of the two realizations
+    # Jacobian alignment of the two realizations (and, not a claim, of their field directions)
     act, pre = _by(results, "activation"), _by(results, "prefix")
-    same_mean, cross_mean, same_max, cross_max = [], [], [], []
-    for a, p in zip(act, pre, strict=True):
-        al = jacobian_alignment(a["J"], p["J"])
-        n = al["mean"].shape[0]
-        eye = np.eye(n, dtype=bool)
-        same_mean.append(al["mean"][eye].ravel())
-        cross_mean.append(al["mean"][~eye].ravel())
-        same_max.append(al["max"][eye].ravel())
-        cross_max.append(al["max"][~eye].ravel())
-    d, lo, hi = cohens_d_ci(np.concatenate(same_mean), np.concatenate(cross_mean))
-    d_max, lo_max, hi_max = cohens_d_ci(np.concatenate(same_max), np.concatenate(cross_max))
+    stats = {
+        name: (same, cross, *cohens_d_ci(same, cross)) for name, (same, cross) in angles.items()
+    }
+    _, _, d, lo, hi = stats["mean"]
+    same_mean, cross_mean = angles["mean"]
+    d_max, lo_max, hi_max = stats["largest"][2:]
     report.add_claim(
         Claim(
             "The column spaces of one skill's two realizations (activation, prefix) lie closer than those of two different skills",
@@ -497,50 +491,23 @@ def _claims(
             "< 0 with the 95% CI below 0",
             bool(hi < 0),
             f"CI [{lo:.2f}, {hi:.2f}]; largest angle d {d_max:.2f} [{lo_max:.2f}, {hi_max:.2f}]; "
-            f"mean angle same {np.degrees(np.concatenate(same_mean).mean()):.1f} deg vs cross "
-            f"{np.degrees(np.concatenate(cross_mean).mean()):.1f} deg; paper -0.76 / -0.26",
+            f"mean angle same {np.degrees(same_mean.mean()):.1f} deg vs cross "
+            f"{np.degrees(cross_mean.mean()):.1f} deg; paper -0.76 / -0.26",
         )
     )
     report.add_table(
         "jacobian_alignment",
         [
             {
-                "angle": "mean",
-                "same_deg": float(np.degrees(np.concatenate(same_mean).mean())),
-                "cross_deg": float(np.degrees(np.concatenate(cross_mean).mean())),
-                "cohens_d": d,
-                "ci_low": lo,
-                "ci_high": hi,
-            },
-            {
-                "angle": "largest",
-                "same_deg": float(np.degrees(np.concatenate(same_max).mean())),
-                "cross_deg": float(np.degrees(np.concatenate(cross_max).mean())),
-                "cohens_d": d_max,
-                "ci_low": lo_max,
-                "ci_high": hi_max,
-            },
+                "angle": name,
+                "same_deg": float(np.degrees(same.mean())),
+                "cross_deg": float(np.degrees(cross.mean())),
+                "cohens_d": d_,
+                "ci_low": lo_,
+                "ci_high": hi_,
+            }
+            for name, (same, cross, d_, lo_, hi_) in stats.items()
         ],
-    )
-    # the readout direction each skill's field moves in, J v, compared the same way
-    same_f, cross_f = [], []
-    for a, p in zip(act, pre, strict=True):
-        ma = a["moves"] / np.linalg.norm(a["moves"], axis=-1, keepdims=True)
-        mp = p["moves"] / np.linalg.norm(p["moves"], axis=-1, keepdims=True)
-        ang = np.arccos(np.clip(np.abs(np.einsum("scd,tcd->stc", ma, mp)), 0, 1))
-        eye = np.eye(ang.shape[0], dtype=bool)
-        same_f.append(ang[eye].ravel())
-        cross_f.append(ang[~eye].ravel())
-    d_f, lo_f, hi_f = cohens_d_ci(np.concatenate(same_f), np.concatenate(cross_f))
-    report.tables["jacobian_alignment"].append(
-        {
-            "angle": "field direction J v (not a claim)",
-            "same_deg": float(np.degrees(np.concatenate(same_f).mean())),
-            "cross_deg": float(np.degrees(np.concatenate(cross_f).mean())),
-            "cohens_d": d_f,
-            "ci_low": lo_f,
-            "ci_high": hi_f,
-        }
     )
     cost_a = np.concatenate([a["cost"].ravel() for a in act])
     cost_p = np.concatenate([p["cost"].ravel() for p in pre])
@@ -630,6 +597,27 @@ def _claims(
     report.add_table("pairs", pair_table)
 
 
+def _alignment_angles(results: list[dict[str, Any]]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Same-skill and cross-skill angles (radians, pooled over seeds) between the activation and
+    the prefix realization: principal angles of col(J) (mean and largest) and the angle between the
+    field directions J v."""
+    out: dict[str, tuple[list[np.ndarray], list[np.ndarray]]] = {
+        "mean": ([], []),
+        "largest": ([], []),
+        "field direction J v (not a claim)": ([], []),
+    }
+    for a, p in zip(_by(results, "activation"), _by(results, "prefix"), strict=True):
+        al = jacobian_alignment(a["J"], p["J"])
+        ma = a["moves"] / np.linalg.norm(a["moves"], axis=-1, keepdims=True)
+        mp = p["moves"] / np.linalg.norm(p["moves"], axis=-1, keepdims=True)
+        field = np.arccos(np.clip(np.abs(np.einsum("scd,tcd->stc", ma, mp)), 0, 1))
+        for name, ang in zip(out, (al["mean"], al["max"], field), strict=True):
+            eye = np.eye(ang.shape[0], dtype=bool)  # (skill, skill, context): diagonal = same skill
+            out[name][0].append(ang[eye].ravel())
+            out[name][1].append(ang[~eye].ravel())
+    return {k: (np.concatenate(same), np.concatenate(cross)) for k, (same, cross) in out.items()}
+
+
 def _resolved(results: list[dict[str, Any]]) -> tuple[int, int]:
     """Count (pair, realization) commutators >= 100x the ActAdd floor in every seed whose mean over
     seeds exceeds its seed-to-seed standard deviation."""
@@ -664,7 +652,11 @@ def _notes(cfg: dict[str, Any], results: list[dict[str, Any]]) -> str:
 
 # ============================================================================ figures
 def _figures(
-    report: Report, cfg: dict[str, Any], syn: dict[str, Any], results: list[dict[str, Any]]
+    report: Report,
+    cfg: dict[str, Any],
+    syn: dict[str, Any],
+    results: list[dict[str, Any]],
+    angles: dict[str, tuple[np.ndarray, np.ndarray]],
 ) -> None:
     fig, axes = new_figure(ncols=2, size=(10, 4))
     ax = axes[0]
@@ -720,19 +712,11 @@ def _figures(
     report.add_figure("predictors_vs_gap", fig)
 
     fig, axes = new_figure(ncols=2, size=(10, 4))
-    act, pre = _by(results, "activation"), _by(results, "prefix")
-    for ax, stat in zip(axes, ("mean", "max"), strict=True):
-        same, cross = [], []
-        for a, p in zip(act, pre, strict=True):
-            al = jacobian_alignment(a["J"], p["J"])[stat]
-            eye = np.eye(al.shape[0], dtype=bool)
-            same.append(al[eye].ravel())
-            cross.append(al[~eye].ravel())
+    for ax, stat in zip(axes, ("mean", "largest"), strict=True):
+        same, cross = angles[stat]
         bins = np.linspace(0, 90, 31)
-        ax.hist(
-            np.degrees(np.concatenate(cross)), bins, alpha=0.6, density=True, label="cross-skill"
-        )
-        ax.hist(np.degrees(np.concatenate(same)), bins, alpha=0.6, density=True, label="same skill")
+        ax.hist(np.degrees(cross), bins, alpha=0.6, density=True, label="cross-skill")
+        ax.hist(np.degrees(same), bins, alpha=0.6, density=True, label="same skill")
         ax.set(
             xlabel=f"{stat} principal angle (deg), activation vs prefix col(J)", ylabel="density"
         )
