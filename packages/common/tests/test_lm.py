@@ -115,6 +115,27 @@ def test_residual_layer_zero_is_the_embedding(model, tok, prompts):
     assert torch.allclose(rs[0, 0], hidden[0].mean(0), atol=1e-5)
 
 
+def test_residual_tokens_are_every_unpadded_token(model, tok, prompts):
+    layers = [0, 2]
+    acts = lm.residual_tokens(model, tok, prompts, layers=layers, batch_size=3)
+    rows = []
+    for p in prompts:
+        ids = torch.tensor([tok(p)["input_ids"]])
+        with torch.no_grad():
+            hidden = model(input_ids=ids, output_hidden_states=True).hidden_states
+        # hidden_states[-1] has the final norm applied; layer 2 is the last block's raw output
+        last = lm.residual_stream(model, tok, [p], layers=[2])[0, 0]
+        assert torch.allclose(acts[len(rows) + ids.shape[1] - 2, 1], last, atol=1e-4)
+        rows.extend(hidden[0][0, 1:])  # bos skipped
+    assert acts.shape == (len(rows), 2, 32)
+    assert torch.allclose(acts[:, 0], torch.stack(rows), atol=1e-5)
+    with_bos = lm.residual_tokens(model, tok, prompts, layers=[1], skip_bos=False)
+    assert len(with_bos) == len(rows) + len(prompts)
+    assert len(lm.residual_tokens(model, tok, prompts, layers=[1], max_tokens=5)) == 5
+    with pytest.raises(ValueError, match="max_tokens"):
+        lm.residual_tokens(model, tok, prompts, max_tokens=0)
+
+
 def test_steering_changes_logits_only_inside_the_context(model, tok, prompts):
     before = lm.next_token_logprobs(model, tok, prompts)
     vec = torch.randn(32, generator=torch.Generator().manual_seed(0))

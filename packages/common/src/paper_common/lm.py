@@ -86,6 +86,7 @@ __all__ = [
     "quiet_hf_progress",
     "register_float64_attention",
     "residual_stream",
+    "residual_tokens",
     "right_padded",
     "sample",
     "save_lm",
@@ -1081,6 +1082,44 @@ def residual_stream(
                 m = mask[:, None, :, None].float()
                 out.append(((hs * m).sum(2) / m.sum(2)).cpu())
     return torch.cat(out)
+
+
+def residual_tokens(
+    model: PreTrainedModel,
+    tok: PreTrainedTokenizerBase,
+    texts: Sequence[str],
+    layers: Sequence[int] | None = None,
+    skip_bos: bool = True,
+    max_tokens: int | None = None,
+    batch_size: int = 32,
+) -> torch.Tensor:
+    """The residual stream at every token of ``texts``: ``(n_tokens, len(layers), d_model)``.
+
+    Tokens are taken in text order, padding excluded; ``skip_bos`` drops each text's first token when
+    it is the tokenizer's bos (its activations are outliers, as SAE training pipelines also drop
+    them); ``max_tokens`` stops early. Layers as in :func:`residual_stream`. Float32, on CPU.
+    """
+    texts = _check_prompts(texts, "texts")
+    layers = _check_layers(model, layers)
+    if max_tokens is not None and max_tokens < 1:
+        raise ValueError(f"max_tokens must be >= 1 or None; got {max_tokens}")
+    device, pad = _device(model), pad_id(tok)
+    seqs = _prompt_ids(tok, texts)
+    out, total = [], 0
+    with _eval(model), _record_residual(model, layers) as store:
+        for sl in _batches(len(seqs), batch_size):
+            ids, mask, _ = right_padded(seqs[sl], pad, device)
+            model(input_ids=ids, attention_mask=mask)
+            keep = mask.bool()
+            if skip_bos and tok.bos_token_id is not None:
+                keep[:, 0] &= ids[:, 0] != tok.bos_token_id
+            hs = torch.stack([store[layer] for layer in layers], dim=2)  # (b, seq, L, d)
+            out.append(hs[keep].float().cpu())
+            total += len(out[-1])
+            if max_tokens is not None and total >= max_tokens:
+                break
+    acts = torch.cat(out)
+    return acts[:max_tokens] if max_tokens is not None else acts
 
 
 def logit_lens(
