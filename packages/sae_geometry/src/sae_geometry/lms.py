@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -58,13 +57,9 @@ class LMConfig:
 
 
 def _cache_dir() -> Path:
-    from paper_common.lm import CACHE_ENV
+    from paper_common.lm import fact_lm_cache_dir
 
-    if os.environ.get(CACHE_ENV):
-        return Path(os.environ[CACHE_ENV]) / "sae_geometry"
-    import platformdirs
-
-    return Path(platformdirs.user_cache_dir("paper-suite")) / "sae_geometry"
+    return fact_lm_cache_dir().parent / "sae_geometry"
 
 
 def cyclic_lm(

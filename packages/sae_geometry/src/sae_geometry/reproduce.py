@@ -78,7 +78,13 @@ SCALES: dict[str, dict[str, Any]] = {
         "synthetic": {"families": ["torus", "sphere"], "dims": [1, 2, 3, 4], "harmonics": [1, 4]},
         "n_train": 10_000,
         "n_eval": 2_500,
-        "estimators": {"dims": [1, 2, 3, 4], "n": 5000, "sizes": [1000, 5000], "seeds": [0, 1, 2]},
+        "estimators": {
+            "dims": [1, 2, 3, 4],
+            "reference_dims": [10],
+            "n": 5000,
+            "sizes": [1000, 5000],
+            "seeds": [0, 1, 2],
+        },
         "lms": [
             {"n_layers": 4, "d_model": 64, "n_heads": 4, "steps": 400, "n_texts": 4000},
             {"n_layers": 6, "d_model": 96, "n_heads": 4, "steps": 400, "n_texts": 4000},
@@ -104,6 +110,7 @@ SCALES: dict[str, dict[str, Any]] = {
         "n_eval": 5_000,
         "estimators": {
             "dims": [1, 2, 3, 4],
+            "reference_dims": [10, 16],
             "n": 5000,
             "sizes": [1000, 5000, 20_000],
             "seeds": [0, 1, 2],
@@ -137,43 +144,30 @@ SCALES: dict[str, dict[str, Any]] = {
 
 # ============================================================================ estimators
 def _estimators(cfg: dict[str, Any]) -> list[dict[str, Any]]:
-    """TwoNN and curvature on round spheres (radius 1) and flat tori (radius 0.5), noise-free and
-    at noise 0.01, against scikit-dimension at several sample sizes."""
+    """TwoNN and curvature on round spheres (radius 1) and flat tori (radius 0.5), per seed; then
+    TwoNN against scikit-dimension at several sample sizes, noise-free and at noise 0.01, also at
+    the higher ``reference_dims`` where nearest-neighbour estimators are known to read low."""
     rows = []
     e = cfg["estimators"]
+    nan = {k: float("nan") for k in ("skdim_twonn", "skdim_lpca", "skdim_mle")}
     for family, make, radius in (("sphere", round_sphere, 1.0), ("torus", flat_torus, 0.5)):
+        base = {"manifold": family, "kappa_true": 1 / radius}
         for d in e["dims"]:
             for s in e["seeds"]:
                 x = make(e["n"], d, radius, seed=100 * d + s)
-                row = {
-                    "manifold": family,
-                    "d": d,
-                    "seed": s,
-                    "n": e["n"],
-                    "noise": 0.0,
-                    "twonn": two_nn(x),
-                    "kappa": curvature(x, d, n_anchors=cfg["anchors"], seed=s),
-                    "kappa_true": 1 / radius,
-                }
+                kappa = curvature(x, d, n_anchors=cfg["anchors"], seed=s)
                 rows.append(
-                    row | {k: float("nan") for k in ("skdim_twonn", "skdim_lpca", "skdim_mle")}
-                )
+                    base | {"d": d, "seed": s, "n": e["n"], "noise": 0.0, "twonn": two_nn(x)}
+                    | {"kappa": kappa, **nan}
+                )  # fmt: skip
+        for d in [*e["dims"], *e.get("reference_dims", [])]:
             for n in e["sizes"]:
                 for noise in (0.0, 0.01):
                     x = make(n, d, radius, noise=noise, seed=100 * d + 50)
                     rows.append(
-                        {
-                            "manifold": family,
-                            "d": d,
-                            "seed": -1,
-                            "n": n,
-                            "noise": noise,
-                            "twonn": two_nn(x),
-                            "kappa": float("nan"),
-                            "kappa_true": 1 / radius,
-                            **reference_dimensions(x),
-                        }
-                    )
+                        base | {"d": d, "seed": -1, "n": n, "noise": noise, "twonn": two_nn(x)}
+                        | {"kappa": float("nan"), **reference_dimensions(x)}
+                    )  # fmt: skip
     return rows
 
 
@@ -254,10 +248,11 @@ def _fit_rows(fits: dict[str, dict[str, LayerFit]], geo: dict[str, dict]) -> lis
     return rows
 
 
-def _stage2(fit_rows: list[dict[str, Any]], names: list[str], order: list[int]) -> dict:
+def _stage2(fit_rows: list[dict[str, Any]], names: list[str], order: list[float]) -> dict:
     """LOO R^2 of the exponent on the summaries against the baselines; ``order`` gives each
-    layer's index for the layer-index baseline."""
-    sel = [r for r in fit_rows if r["layer"] in names]
+    layer's index (or relative depth) for the layer-index baseline."""
+    by = {r["layer"]: r for r in fit_rows}
+    sel = [by[n] for n in names]
     x = np.array([[r[s] for s in SUMMARIES] for r in sel])
     out = {}
     for target in ("alpha", "beta", "gao_alpha_kref"):
@@ -269,6 +264,14 @@ def _stage2(fit_rows: list[dict[str, Any]], names: list[str], order: list[int]) 
             "pr_alone": loo_r2(x[:, SUMMARIES.index("participation_ratio")], y),
         }
     return out
+
+
+def _by_model(names: list[str]) -> list[list[str]]:
+    """Layer names (``"<model>-L<i>"``) grouped by model, in order of first appearance."""
+    groups: dict[str, list[str]] = {}
+    for n in names:
+        groups.setdefault(n.rsplit("-L", 1)[0], []).append(n)
+    return list(groups.values())
 
 
 def _spearman_ci(y: np.ndarray, pred: np.ndarray, seed: int = 0, n: int = 2000) -> tuple:
@@ -325,6 +328,9 @@ def reproduce(
     watch.lap("stage1")
     perm = np.random.default_rng(seed).permutation(len(syn_names)).tolist()
     stage2 = _stage2(fit_rows, syn_names, perm)
+    groups = _by_model(lm_names)
+    depth = [int(n.rsplit("-L", 1)[1]) / len(ns) for ns in groups for n in ns]
+    stage2_lm = _stage2(fit_rows, [n for ns in groups for n in ns], depth)
     by = {r["layer"]: r for r in fit_rows}
     fam = {
         f: [n for n in syn_names if syn["specs"][n].family == f]
@@ -336,8 +342,8 @@ def reproduce(
         "torus->sphere": transfer(xs["torus"], ys["torus"], xs["sphere"], ys["sphere"]),
         "sphere->torus": transfer(xs["sphere"], ys["sphere"], xs["torus"], ys["torus"]),
     }
-    lm_models = [m["model"] for m in lms["models"]]
-    lm_sets = {m: [n for n in lm_names if n.startswith(m + "-")] for m in lm_models}
+    lm_sets = dict(zip([m["model"] for m in lms["models"]], groups, strict=True))
+    lm_models = list(lm_sets)
     lm_x = {m: np.array([[by[n][s] for s in SUMMARIES] for n in ns]) for m, ns in lm_sets.items()}
     lm_y = {m: np.array([by[n]["alpha"] for n in ns]) for m, ns in lm_sets.items()}
     a, b = lm_models
@@ -371,6 +377,7 @@ def reproduce(
         "show_fits": show_fits,
         "show_specs": show_specs,
         "stage2": stage2,
+        "stage2_lm": stage2_lm,
         "fam_transfer": fam_transfer,
         "lm_transfer": lm_transfer,
         "lm_aic": lm_aic,
@@ -567,6 +574,10 @@ def _tables(report: Report, ctx: dict[str, Any], lms: dict[str, Any]) -> None:
     for target, res in ctx["stage2"].items():
         s2rows.append({"target": target, **{m: r.r2 for m, r in res.items()}})
     report.add_table("stage2_loo_r2", s2rows)
+    report.add_table(
+        "stage2_lm_loo_r2",
+        [{"target": t, **{m: r.r2 for m, r in res.items()}} for t, res in ctx["stage2_lm"].items()],
+    )
     report.add_table(
         "transfer",
         [

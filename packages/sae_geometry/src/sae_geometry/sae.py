@@ -160,6 +160,14 @@ class TopKSAE(nn.Module):
             raise ValueError(f"x has {x.shape[-1]} features; this SAE expects d_in={self.d_in}")
         return x, False
 
+    def _rows(self, xs: torch.Tensor, data_index: torch.Tensor | None) -> torch.Tensor:
+        """Which row of the stacked data ``xs`` each member reads."""
+        if data_index is not None:
+            return torch.as_tensor(data_index, dtype=torch.long)
+        if xs.shape[0] == 1:
+            return torch.zeros(self.n_saes, dtype=torch.long)
+        return torch.arange(self.n_saes)
+
     def pre_activations(self, x: torch.Tensor) -> torch.Tensor:
         """``relu(W_enc^T (x - b_dec) + b_enc)``: ``(G, batch, n)``; ``x`` ``(G, batch, d_in)``."""
         if self.apply_b_dec_to_input:
@@ -216,9 +224,7 @@ class TopKSAE(nn.Module):
         """``(fvu, l0)`` per member on ``x`` (``(N, d_in)`` shared or ``(G, N, d_in)``, or with
         ``data_index`` as in :func:`train_sae`), in batches."""
         xs, _ = self._stacked(x, data_index)
-        rows = torch.arange(self.n_saes) if data_index is None else torch.as_tensor(data_index)
-        if data_index is None and xs.shape[0] == 1:
-            rows = torch.zeros(self.n_saes, dtype=torch.long)
+        rows = self._rows(xs, data_index)
         err = torch.zeros(self.n_saes, dtype=torch.float64)
         active = torch.zeros(self.n_saes, dtype=torch.float64)
         var = (xs - xs.mean(1, keepdim=True)).pow(2).sum((1, 2)).double()[rows]
@@ -334,11 +340,6 @@ class SAETrainConfig:
             )
 
 
-def _nmse(x: torch.Tensor, x_hat: torch.Tensor) -> torch.Tensor:
-    """Per-member normalised MSE on a batch: ``(G, b, d)`` -> ``(G,)``."""
-    return fvu(x, x_hat)
-
-
 def train_sae(
     sae: TopKSAE,
     x: torch.Tensor | np.ndarray,
@@ -358,9 +359,7 @@ def train_sae(
     """
     config = config or SAETrainConfig()
     xs, _ = sae._stacked(torch.as_tensor(x), data_index)
-    rows = torch.arange(sae.n_saes) if data_index is None else torch.as_tensor(data_index)
-    if data_index is None and xs.shape[0] == 1:
-        rows = torch.zeros(sae.n_saes, dtype=torch.long)
+    rows = sae._rows(xs, data_index)
     n = xs.shape[1]
     if n < 2:
         raise ValueError(f"train_sae needs at least 2 inputs; got {n}")
@@ -387,7 +386,7 @@ def train_sae(
         pre = sae.pre_activations(xb)
         z = sae._topk(pre, sae.k, sae.k_max)
         x_hat = sae.decode(z)
-        loss = _nmse(xb, x_hat)
+        loss = fvu(xb, x_hat)
         with torch.no_grad():
             fired = (z != 0).any(1)
             since_fired = torch.where(fired, 0.0, since_fired + 1)
@@ -398,7 +397,7 @@ def train_sae(
             a_vals, a_idx = masked.topk(k_aux, dim=-1)
             a_vals = a_vals.clamp_min(0.0)  # live latents (marked -1) contribute nothing
             e_hat = torch.bmm(torch.zeros_like(pre).scatter(-1, a_idx, a_vals), sae.W_dec)
-            aux = _nmse(e, e_hat) * dead.any(-1)
+            aux = fvu(e, e_hat) * dead.any(-1)
             loss = loss + config.aux_coef * torch.nan_to_num(aux, nan=0.0)
         opt.zero_grad(set_to_none=True)
         loss.sum().backward()

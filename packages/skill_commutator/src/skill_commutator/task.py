@@ -222,13 +222,9 @@ class TaskConfig:
 
 
 def _cache_dir() -> Path:
-    from paper_common.lm import CACHE_ENV
+    from paper_common.lm import fact_lm_cache_dir
 
-    if os.environ.get(CACHE_ENV):
-        return Path(os.environ[CACHE_ENV]) / "skill_commutator"
-    import platformdirs
-
-    return Path(platformdirs.user_cache_dir("paper-suite")) / "skill_commutator"
+    return fact_lm_cache_dir().parent / "skill_commutator"
 
 
 def build_task_lm(
