@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import os
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -143,6 +144,13 @@ SCALES: dict[str, dict[str, Any]] = {
 
 
 # ============================================================================ estimators
+def _estimator_row(
+    family: str, radius: float, d: int, seed: int, n: int, noise: float, x: np.ndarray, kappa: float
+) -> dict[str, Any]:
+    return {"manifold": family, "d": d, "seed": seed, "n": n, "noise": noise,
+            "twonn": two_nn(x), "kappa": kappa, "kappa_true": 1 / radius}  # fmt: skip
+
+
 def _estimators(cfg: dict[str, Any]) -> list[dict[str, Any]]:
     """TwoNN and curvature on round spheres (radius 1) and flat tori (radius 0.5), per seed; then
     TwoNN against scikit-dimension at several sample sizes, noise-free and at noise 0.01, also at
@@ -151,23 +159,17 @@ def _estimators(cfg: dict[str, Any]) -> list[dict[str, Any]]:
     e = cfg["estimators"]
     nan = {k: float("nan") for k in ("skdim_twonn", "skdim_lpca", "skdim_mle")}
     for family, make, radius in (("sphere", round_sphere, 1.0), ("torus", flat_torus, 0.5)):
-        base = {"manifold": family, "kappa_true": 1 / radius}
+        row = partial(_estimator_row, family, radius)
         for d in e["dims"]:
             for s in e["seeds"]:
                 x = make(e["n"], d, radius, seed=100 * d + s)
                 kappa = curvature(x, d, n_anchors=cfg["anchors"], seed=s)
-                rows.append(
-                    base | {"d": d, "seed": s, "n": e["n"], "noise": 0.0, "twonn": two_nn(x)}
-                    | {"kappa": kappa, **nan}
-                )  # fmt: skip
+                rows.append(row(d, s, e["n"], 0.0, x, kappa) | nan)
         for d in [*e["dims"], *e.get("reference_dims", [])]:
             for n in e["sizes"]:
                 for noise in (0.0, 0.01):
                     x = make(n, d, radius, noise=noise, seed=100 * d + 50)
-                    rows.append(
-                        base | {"d": d, "seed": -1, "n": n, "noise": noise, "twonn": two_nn(x)}
-                        | {"kappa": float("nan"), **reference_dimensions(x)}
-                    )  # fmt: skip
+                    rows.append(row(d, -1, n, noise, x, float("nan")) | reference_dimensions(x))
     return rows
 
 
@@ -613,11 +615,13 @@ def _mean_grid(rows: list[dict[str, Any]], name: str) -> dict[int, tuple[np.ndar
 
 
 def _plain_log_ticks(ax: Any) -> None:
-    """Major tick labels only on log axes (minor ones overlap on short ranges)."""
-    from matplotlib.ticker import NullFormatter
+    """Log axes labelled at 1, 2 and 5 per decade in plain numbers (no minor labels)."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
-    ax.xaxis.set_minor_formatter(NullFormatter())
-    ax.yaxis.set_minor_formatter(NullFormatter())
+    for axis in (ax.xaxis, ax.yaxis):
+        axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+        axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        axis.set_minor_formatter(NullFormatter())
 
 
 def _figures(report: Report, ctx: dict[str, Any]) -> None:
