@@ -104,6 +104,8 @@ def test_bad_grids_raise():
     y[0] = np.nan
     with pytest.raises(ValueError, match="finite"):
         fit_layer(n, k, y)
+    with pytest.raises(ValueError, match="n_boot"):
+        fit_layer(n, k, np.ones(len(n)) * 0.5, n_boot=-1)
     with pytest.raises(ValueError, match="form"):
         fit_layer(n, k, np.ones(len(n)) * 0.5, form="chinchilla")
     with pytest.raises(ValueError, match="at least 3 layers"):

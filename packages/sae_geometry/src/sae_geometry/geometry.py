@@ -132,6 +132,14 @@ def local_pca(x: Any, k: int = 64, n_anchors: int = 500, seed: int = 0) -> Local
     return LocalPCA(nb, lam.flip(-1).clamp_min(0), vec.flip(-1))
 
 
+def _max_fit_dim(k: int) -> int:
+    """The largest d whose quadratic fit (1 + d + d (d + 1) / 2 terms) ``k`` neighbours determine."""
+    d = 1
+    while 1 + (d + 1) + (d + 1) * (d + 2) // 2 < k:
+        d += 1
+    return d
+
+
 def _resolve_dim(x: np.ndarray, d: int | None) -> int:
     d = max(1, round(two_nn(x))) if d is None else d
     if not isinstance(d, int | np.integer) or d < 1 or d >= x.shape[1]:
@@ -220,10 +228,7 @@ def summarize(
         a = a[np.random.default_rng(seed).choice(len(a), max_points, replace=False)]
     a = unit_mean_square(a)
     dim = two_nn(a)
-    d = int(np.clip(round(dim), 1, a.shape[1] - 1))
-    d = min(
-        d, max(1, int(np.floor((np.sqrt(8 * (k - 2) + 9) - 3) / 2)))
-    )  # keeps the fit determined
+    d = int(np.clip(round(dim), 1, min(a.shape[1] - 1, _max_fit_dim(k))))
     pca = local_pca(a, k, n_anchors, seed)
     return Geometry(
         intrinsic_dim=dim,

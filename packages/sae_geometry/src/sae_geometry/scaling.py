@@ -158,6 +158,14 @@ def aic(rss: float, n_points: int, n_params: int) -> float:
     return float(n_points * np.log(max(rss, 1e-300) / n_points) + 2 * n_params)
 
 
+def _interval(values: np.ndarray) -> tuple[float, float]:
+    """The 90% percentile interval of bootstrap values (NaN without resamples)."""
+    if len(values) == 0:
+        return (float("nan"), float("nan"))
+    lo, hi = np.quantile(values, [0.05, 0.95])
+    return (float(lo), float(hi))
+
+
 def _width_exponent(form: Form, p: np.ndarray, k: float) -> float:
     return float(-(p[2] + p[3] * np.log(k))) if form == "gao" else float(p[1])
 
@@ -176,6 +184,8 @@ def fit_layer(
     non-positive or non-finite values."""
     if form not in PARAMS:
         raise ValueError(f"form must be one of {sorted(PARAMS)}; got {form!r}")
+    if not isinstance(n_boot, int) or n_boot < 0:
+        raise ValueError(f"n_boot must be an int >= 0; got {n_boot!r}")
     n_arr, k_arr, y = _check_grid(n, k, fvu)
     if len(y) <= len(PARAMS[form]):
         raise ValueError(
@@ -189,24 +199,14 @@ def fit_layer(
     k_ref = float(np.exp(np.unique(lk).mean()))
     ks = np.unique(k_arr)
     rng = np.random.default_rng(seed)
-    boots = []
-    for _ in range(n_boot):
-        yb = fitted + rng.choice(resid, size=len(resid), replace=True)
-        boots.append(_solve(form, ln, lk, yb, [p]))
-    boots = np.array(boots) if boots else np.empty((0, len(p)))
-    ci: dict[str, tuple[float, float]] = {}
-
-    def interval(values: np.ndarray) -> tuple[float, float]:
-        if len(values) == 0:
-            return (float("nan"), float("nan"))
-        lo, hi = np.quantile(values, [0.05, 0.95])
-        return (float(lo), float(hi))
-
-    for j, name in enumerate(PARAMS[form]):
-        ci[name] = interval(boots[:, j] if len(boots) else np.array([]))
-    ci["width_exponent"] = interval(
-        np.array([_width_exponent(form, b, k_ref) for b in boots]) if len(boots) else np.array([])
-    )
+    boots = np.array(
+        [
+            _solve(form, ln, lk, fitted + rng.choice(resid, size=len(resid)), [p])
+            for _ in range(n_boot)
+        ]
+    ).reshape(n_boot, len(p))
+    ci = {name: _interval(boots[:, j]) for j, name in enumerate(PARAMS[form])}
+    ci["width_exponent"] = _interval(np.array([_width_exponent(form, b, k_ref) for b in boots]))
     decades = float(np.log10(n_arr.max() / n_arr.min()))
     floor, identified = None, False
     if form == "power":
