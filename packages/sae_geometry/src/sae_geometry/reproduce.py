@@ -506,7 +506,7 @@ def _claims(report: Report, ctx: dict[str, Any]) -> None:
     best_base = max(s2[b].r2 for b in ("universal", "layer_index", "pr_alone"))
     report.add_claim(
         Claim(
-            "Layer geometry predicts the per-layer width exponent (Stage 2)",
+            "The four geometric summaries predict each layer's width exponent out of sample (Stage 2)",
             "leave-one-layer-out R^2 of ridge(alpha ~ 4 summaries) over synthetic layers",
             geo_r2,
             ">= 0.6 and >= best baseline + 0.2",
