@@ -23,7 +23,7 @@ and the participation ratio are our choice for the other two (seeds note).
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import Any, Literal
 
 import numpy as np
@@ -132,10 +132,15 @@ def local_pca(x: Any, k: int = 64, n_anchors: int = 500, seed: int = 0) -> Local
     return LocalPCA(nb, lam.flip(-1).clamp_min(0), vec.flip(-1))
 
 
+def _fit_terms(d: int) -> int:
+    """Columns of the local quadratic fit in ``d`` tangent coordinates: ``1 + d + d (d + 1) / 2``."""
+    return 1 + d + d * (d + 1) // 2
+
+
 def _max_fit_dim(k: int) -> int:
-    """The largest d whose quadratic fit (1 + d + d (d + 1) / 2 terms) ``k`` neighbours determine."""
+    """The largest d whose quadratic fit ``k`` neighbours determine (``k > _fit_terms(d)``)."""
     d = 1
-    while 1 + (d + 1) + (d + 1) * (d + 2) // 2 < k:
+    while _fit_terms(d + 1) < k:
         d += 1
     return d
 
@@ -163,7 +168,7 @@ def curvature(
     a = _check_points(x, 3)
     d = _resolve_dim(a, d)
     n_quad = d * (d + 1) // 2
-    n_terms = 1 + d + n_quad
+    n_terms = _fit_terms(d)
     if k <= n_terms:
         raise ValueError(f"k={k} is too small for a quadratic fit in d={d}: need k > {n_terms}")
     pca = pca or local_pca(a, k, n_anchors, seed)
@@ -209,11 +214,8 @@ class Geometry:
     def as_dict(self) -> dict[str, float]:
         return asdict(self)
 
-    def vector(self) -> np.ndarray:
-        return np.array(list(asdict(self).values()))
 
-
-SUMMARIES = ("intrinsic_dim", "curvature", "normal_ratio", "participation_ratio")
+SUMMARIES = tuple(f.name for f in fields(Geometry))
 
 
 def summarize(

@@ -37,6 +37,7 @@ from sae_geometry.lms import LMConfig, cyclic_lm, layer_activations
 from sae_geometry.sae import SAETrainConfig
 from sae_geometry.scaling import (
     LayerFit,
+    aic,
     fit_layer,
     fit_universal,
     loo_r2,
@@ -250,15 +251,22 @@ def _fit_rows(fits: dict[str, dict[str, LayerFit]], geo: dict[str, dict]) -> lis
     return rows
 
 
+def _column(fit_rows: list[dict[str, Any]], names: list[str], keys: Any) -> np.ndarray:
+    """``fit_rows`` values of the layers ``names`` (in that order): ``(L,)`` for one key,
+    ``(L, len(keys))`` for a sequence of keys."""
+    by = {r["layer"]: r for r in fit_rows}
+    if isinstance(keys, str):
+        return np.array([by[n][keys] for n in names])
+    return np.array([[by[n][k] for k in keys] for n in names])
+
+
 def _stage2(fit_rows: list[dict[str, Any]], names: list[str], order: list[float]) -> dict:
     """LOO R^2 of the exponent on the summaries against the baselines; ``order`` gives each
     layer's index (or relative depth) for the layer-index baseline."""
-    by = {r["layer"]: r for r in fit_rows}
-    sel = [by[n] for n in names]
-    x = np.array([[r[s] for s in SUMMARIES] for r in sel])
+    x = _column(fit_rows, names, SUMMARIES)
     out = {}
     for target in ("alpha", "beta", "gao_alpha_kref"):
-        y = np.array([r[target] for r in sel])
+        y = _column(fit_rows, names, target)
         out[target] = {
             "geometry": loo_r2(x, y),
             "universal": loo_r2(np.zeros((len(y), 0)), y),
@@ -333,21 +341,20 @@ def reproduce(
     groups = _by_model(lm_names)
     depth = [int(n.rsplit("-L", 1)[1]) / len(ns) for ns in groups for n in ns]
     stage2_lm = _stage2(fit_rows, [n for ns in groups for n in ns], depth)
-    by = {r["layer"]: r for r in fit_rows}
     fam = {
         f: [n for n in syn_names if syn["specs"][n].family == f]
         for f in cfg["synthetic"]["families"]
     }
-    xs = {f: np.array([[by[n][s] for s in SUMMARIES] for n in names]) for f, names in fam.items()}
-    ys = {f: np.array([by[n]["alpha"] for n in names]) for f, names in fam.items()}
+    xs = {f: _column(fit_rows, names, SUMMARIES) for f, names in fam.items()}
+    ys = {f: _column(fit_rows, names, "alpha") for f, names in fam.items()}
     fam_transfer = {
         "torus->sphere": transfer(xs["torus"], ys["torus"], xs["sphere"], ys["sphere"]),
         "sphere->torus": transfer(xs["sphere"], ys["sphere"], xs["torus"], ys["torus"]),
     }
     lm_sets = dict(zip([m["model"] for m in lms["models"]], groups, strict=True))
     lm_models = list(lm_sets)
-    lm_x = {m: np.array([[by[n][s] for s in SUMMARIES] for n in ns]) for m, ns in lm_sets.items()}
-    lm_y = {m: np.array([by[n]["alpha"] for n in ns]) for m, ns in lm_sets.items()}
+    lm_x = {m: _column(fit_rows, ns, SUMMARIES) for m, ns in lm_sets.items()}
+    lm_y = {m: _column(fit_rows, ns, "alpha") for m, ns in lm_sets.items()}
     a, b = lm_models
     lm_transfer = {
         f"{a}->{b}": transfer(lm_x[a], lm_y[a], lm_x[b], lm_y[b]),
@@ -359,8 +366,7 @@ def reproduce(
         per_layer = sum(fits[n]["power"].rss for n in ns)
         n_pts = sum(fits[n]["power"].n_points for n in ns)
         k_per = sum(fits[n]["power"].n_params for n in ns)
-        aic_per = n_pts * np.log(per_layer / n_pts) + 2 * k_per
-        lm_aic[m] = {"universal": universal.aic, "per_layer": float(aic_per)}
+        lm_aic[m] = {"universal": universal.aic, "per_layer": aic(per_layer, n_pts, k_per)}
     watch.lap("stage2")
     report = Report(
         package="sae_geometry",

@@ -174,15 +174,16 @@ class TopKSAE(nn.Module):
             x = x - self.b_dec.unsqueeze(1)
         return torch.relu(torch.baddbmm(self.b_enc.unsqueeze(1), x, self.W_enc))
 
-    def _topk(self, pre: torch.Tensor, k: torch.Tensor, k_max: int) -> torch.Tensor:
-        vals, idx = pre.topk(k_max, dim=-1)
-        keep = torch.arange(k_max, device=pre.device) < k.view(-1, 1, 1)
+    def _topk(self, pre: torch.Tensor) -> torch.Tensor:
+        """Keep each member's top ``k`` pre-activations (``(G, batch, n)``), zero the rest."""
+        vals, idx = pre.topk(self.k_max, dim=-1)
+        keep = torch.arange(self.k_max, device=pre.device) < self.k.view(-1, 1, 1)
         return torch.zeros_like(pre).scatter(-1, idx, vals * keep)
 
     def encode(self, x: torch.Tensor) -> torch.Tensor:
         """Sparse codes: ``(batch, n)`` for ``G = 1`` and 2-D input, else ``(G, batch, n)``."""
         xs, single = self._stacked(x)
-        z = self._topk(self.pre_activations(xs), self.k, self.k_max)
+        z = self._topk(self.pre_activations(xs))
         return z[0] if single else z
 
     def decode(self, z: torch.Tensor) -> torch.Tensor:
@@ -230,7 +231,7 @@ class TopKSAE(nn.Module):
         var = (xs - xs.mean(1, keepdim=True)).pow(2).sum((1, 2)).double()[rows]
         for s in range(0, xs.shape[1], batch_size):
             xb = xs[:, s : s + batch_size][rows]
-            z = self._topk(self.pre_activations(xb), self.k, self.k_max)
+            z = self._topk(self.pre_activations(xb))
             err += (xb - self.decode(z)).pow(2).sum((1, 2)).double()
             active += (z != 0).sum((1, 2)).double()
         return (err / var).numpy(), (active / xs.shape[1]).numpy()
@@ -384,7 +385,7 @@ def train_sae(
         idx = torch.randint(0, n, (config.batch_size,), generator=gen)
         xb = xs[:, idx][rows]
         pre = sae.pre_activations(xb)
-        z = sae._topk(pre, sae.k, sae.k_max)
+        z = sae._topk(pre)
         x_hat = sae.decode(z)
         loss = fvu(xb, x_hat)
         with torch.no_grad():

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from sae_geometry.geometry import unit_mean_square
 from sae_geometry.sae import SAETrainConfig, TopKSAE, geometric_median, train_sae
 
 __all__ = ["sweep", "sweep_grid"]
@@ -74,7 +75,7 @@ def sweep(
     train, held = {}, {}
     for name, arrays in data.items():
         for s, a in zip(seeds, arrays, strict=True):
-            a = a / np.sqrt(np.mean(np.sum(a.astype(np.float64) ** 2, axis=1)))
+            a = unit_mean_square(a)
             cut = round(len(a) * (1 - eval_fraction))
             if cut < 2 or len(a) - cut < 2:
                 raise ValueError(f"layer {name!r} has too few rows ({len(a)}) to split")
