@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import gc
 import logging
 import statistics
 import sys
@@ -75,7 +76,9 @@ def _malloc_peak(interval_s: float = 0.0001) -> Iterator[_Peak]:
 
     The counter is read after every torch operation (a dispatch mode: deterministic, sees every
     op's outputs and what it left allocated) and by a sampling thread (temporaries inside fused
-    kernels), with the GIL switch interval lowered so the thread gets to run.
+    kernels), with the GIL switch interval lowered so the thread gets to run. Python's garbage
+    collector is run before and paused during the block: a collection freeing an earlier test's or
+    step's garbage inside the block would pull the counter below its start and hide the peak.
     """
     counter = _malloc_counter()
     if counter is None:  # not glibc: fall back on the resident set size
@@ -99,6 +102,9 @@ def _malloc_peak(interval_s: float = 0.0001) -> Iterator[_Peak]:
         with _AfterEachOp():
             torch.zeros(2) + 1
         _WARM = True
+    gc_was_enabled = gc.isenabled()
+    gc.collect()
+    gc.disable()
     usage, base = _Peak(), counter()
     top[0] = base
 
@@ -120,6 +126,8 @@ def _malloc_peak(interval_s: float = 0.0001) -> Iterator[_Peak]:
         stop.set()
         thread.join()
         sys.setswitchinterval(switch)
+        if gc_was_enabled:
+            gc.enable()
         usage.peak_bytes = max(0, max(top[0], counter()) - base)
 
 
