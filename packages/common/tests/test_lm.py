@@ -307,3 +307,30 @@ def test_float64_exact_agrees_with_central_differences(model, tok, prompts):
     fd = (f(emb + eps * v) - f(emb - eps * v)) / (2 * eps)
     assert float((jv - fd).abs().max() / jv.abs().max()) < 1e-7
     assert next(model.parameters()).dtype == torch.float32
+
+
+def test_train_callback_sees_every_epoch_of_one_continuous_run(tok, prompts):
+    """A callback every k steps evaluates mid-run without restarting the optimizer: the run with
+    callbacks is bit-identical to the run without, and the model is in eval mode inside it."""
+    texts = [p + " yes" for p in prompts]
+    models = [lm.tiny_causal_lm(tok, "llama", n_layers=1, d_model=32, n_heads=2) for _ in range(3)]
+    seen: list[tuple[int, bool]] = []
+
+    def train(m, **kwargs):
+        return lm.train_causal_lm(m, tok, texts, steps=12, batch_size=4, progress=False, **kwargs)
+
+    r1 = train(
+        models[0], callback=lambda step: seen.append((step, models[0].training)), callback_every=5
+    )
+    r2 = train(models[1])
+    assert seen == [(5, False), (10, False)]
+    assert r1.losses == r2.losses
+    for a, b in zip(models[0].parameters(), models[1].parameters(), strict=True):
+        assert torch.equal(a, b)
+    r3 = train(models[2], schedule="constant")
+    assert r3.losses[:2] == r1.losses[:2]  # same warm-up step, then the schedules part
+    assert r3.losses != r1.losses
+    with pytest.raises(ValueError, match="schedule"):
+        train(models[2], schedule="step")
+    with pytest.raises(ValueError, match="callback_every"):
+        train(models[2], callback=print)

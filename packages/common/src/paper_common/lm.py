@@ -36,7 +36,7 @@ import sys
 import tempfile
 import time
 import types
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -317,12 +317,19 @@ def train_causal_lm(
     weight_decay: float = 0.01,
     max_length: int = 64,
     progress: bool | None = None,
+    schedule: Literal["cosine", "constant", "linear"] = "cosine",
+    callback: Callable[[int], Any] | None = None,
+    callback_every: int = 0,
 ) -> TrainResult:
     """Train (or keep training) ``model`` on ``texts`` (loss on every token) and ``(prompt, answer)``
-    ``pairs`` (loss on the answer tokens only), with AdamW and a cosine schedule with warm-up.
+    ``pairs`` (loss on the answer tokens only), with AdamW and a warm-up then ``schedule``
+    (``cosine`` decay, ``constant``, or ``linear`` decay to zero).
 
     Each step draws ``batch_size`` examples uniformly from both, seeded. An eos token ends every
-    example. Returns the per-step losses; the model is left in eval mode on its device.
+    example. ``callback(step)`` is called, with the model in eval mode, after every
+    ``callback_every``-th step (for evaluations during one run, e.g. once per epoch; the optimizer
+    and schedule carry on across calls). Returns the per-step losses; the model is left in eval mode
+    on its device.
     """
     if not texts and not pairs:
         raise ValueError("train_causal_lm needs texts or pairs")
@@ -331,6 +338,13 @@ def train_causal_lm(
             raise ValueError(f"{name} must be a positive int; got {value!r}")
     if not lr > 0:
         raise ValueError(f"lr must be > 0; got {lr}")
+    schedulers = {"cosine": "cosine", "constant": "constant_with_warmup", "linear": "linear"}
+    if schedule not in schedulers:
+        raise ValueError(f"schedule must be one of {', '.join(schedulers)}; got {schedule!r}")
+    if callback is not None and (not isinstance(callback_every, int) or callback_every < 1):
+        raise ValueError(
+            f"callback_every must be a positive int with a callback; got {callback_every!r}"
+        )
     device = _device(model)
     seqs, starts = _encode_examples(tokenizer, texts, pairs, max_length)
     n, width = len(seqs), max(len(s) for s in seqs)
@@ -347,8 +361,8 @@ def train_causal_lm(
     optim = torch.optim.AdamW(
         model.parameters(), lr=lr, weight_decay=weight_decay, betas=(0.9, 0.98)
     )
-    sched = transformers.get_cosine_schedule_with_warmup(
-        optim, max(1, int(warmup_fraction * steps)), steps
+    sched = transformers.get_scheduler(
+        schedulers[schedule], optim, max(1, int(warmup_fraction * steps)), steps
     )
     model.train()
     losses, tokens = [], 0
@@ -370,6 +384,10 @@ def train_causal_lm(
             losses.append(float(out.loss.detach()))
             tokens += int(b_mask.sum())
             bar.set_postfix(loss=f"{losses[-1]:.3f}", refresh=False)
+            if callback is not None and len(losses) % callback_every == 0:
+                model.eval()
+                callback(len(losses))
+                model.train()
     model.eval()
     return TrainResult(losses, tokens, time.perf_counter() - start)
 
