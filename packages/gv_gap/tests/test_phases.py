@@ -1,0 +1,83 @@
+"""The three-phase runner on a tiny world: deterministic, checkpoints usable, inputs checked."""
+
+import math
+
+import pytest
+
+from gv_gap import GVConfig, run_gv, saturation_epoch
+from paper_common.lm import load_lm
+
+TINY = GVConfig(
+    d_model=32,
+    n_people=12,
+    n_cities=6,
+    n_companies=4,
+    n_countries=3,
+    n_new_people=6,
+    n_new_companies=2,
+    epochs=3,
+    continual_offsets=(0, 1),
+    continual_epochs=2,
+    update_epochs=2,
+    song_samples=2,
+    format_eval=6,
+)
+
+
+@pytest.fixture(scope="module")
+def out(tmp_path_factory):
+    return tmp_path_factory.mktemp("gv")
+
+
+@pytest.fixture(scope="module")
+def run(out):
+    return run_gv(TINY, seed=0, out_dir=out)
+
+
+def test_every_phase_is_evaluated_before_and_after_each_epoch(run):
+    assert set(run.curves) == {
+        "acquisition", "continual+0", "continual+1", "updating", "updating+replay"
+    }  # fmt: skip
+    assert [r["epoch"] for r in run.curves["acquisition"]] == [0, 1, 2, 3]
+    assert len(run.curves["continual+0"]) == 3
+    assert len(run.curves["updating"]) == 3
+    assert sorted(run.checkpoints) == [0, 1, 2, 3]
+    assert 0 <= run.info["saturation_epoch"] <= 3
+    assert run.info["saturation_epoch"] == saturation_epoch(run)
+    upd = run.curves["updating"][0]
+    assert {"multiverse", "gen_old", "old_accept", "new_accept"} <= set(upd)
+    assert "leak" in run.curves["acquisition"][0]
+    assert set(run.song) == set(run.curves)
+    # continual training starts from the acquisition checkpoint it names
+    start = run.info["continual+0_from_epoch"]
+    assert run.curves["continual+0"][0]["gen_acc"] == run.curves["acquisition"][start]["gen_acc"]
+    for row in run.curves["acquisition"]:
+        assert all(math.isfinite(v) for v in row.values())
+
+
+def test_same_seed_same_metrics(run):
+    again = run_gv(TINY, seed=0)
+    assert again.metrics() == run.metrics()
+    other = run_gv(TINY, seed=1, phases=["acquisition"])
+    assert other.info["n_targets"] != run.info["n_targets"] or other.curves != run.curves
+
+
+def test_saved_checkpoints_load_with_from_pretrained(run, out):
+    saved = sorted(out.glob("acquisition/epoch_*"))
+    assert len(saved) == 4
+    model, _tok = load_lm(saved[-1])
+    assert sum(p.numel() for p in model.parameters()) == run.info["parameters"]
+    assert (out / "updating+replay").is_dir()
+
+
+def test_bad_config_and_phases_are_refused():
+    with pytest.raises(ValueError, match="epochs must be an int >= 1"):
+        GVConfig(epochs=0)
+    with pytest.raises(ValueError, match="update_epochs"):
+        GVConfig(update_epochs=-1)
+    with pytest.raises(ValueError, match="unknown phase 'forgetting'"):
+        run_gv(TINY, phases=["acquisition", "forgetting"])
+    with pytest.raises(ValueError, match="start from acquisition"):
+        run_gv(TINY, phases=["updating"])
+    with pytest.raises(ValueError, match="t_old"):
+        GVConfig(t_old=2024, t_new=2000)
