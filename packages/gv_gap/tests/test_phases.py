@@ -3,9 +3,10 @@
 import math
 
 import pytest
+import torch
 
 from gv_gap import GVConfig, run_gv, saturation_epoch
-from paper_common.lm import load_lm
+from paper_common.lm import build_tokenizer, load_lm
 
 TINY = GVConfig(
     d_model=32,
@@ -68,6 +69,22 @@ def test_saved_checkpoints_load_with_from_pretrained(run, out):
     model, _tok = load_lm(saved[-1])
     assert sum(p.numel() for p in model.parameters()) == run.info["parameters"]
     assert (out / "updating+replay").is_dir()
+
+
+def test_a_given_pretrained_model_is_fine_tuned_not_changed(run, out):
+    """run_gv fine-tunes a model loaded with from_pretrained (here the saved epoch-3 checkpoint):
+    its acquisition starts where the checkpoint ended, and the caller's model is left as it was."""
+    model, tok = load_lm(out / "acquisition" / "epoch_3")
+    before = [p.detach().clone() for p in model.parameters()]
+    tuned = run_gv(TINY, seed=0, phases=["acquisition"], model=model, tokenizer=tok)
+    assert tuned.info["pretrained"] is True
+    assert tuned.curves["acquisition"][0]["gen_acc"] == run.curves["acquisition"][3]["gen_acc"]
+    assert all(torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True))
+    with pytest.raises(ValueError, match="both model and tokenizer"):
+        run_gv(TINY, model=model)
+    small = build_tokenizer(["only a few words"])
+    with pytest.raises(ValueError, match="unknown token"):
+        run_gv(TINY, model=model, tokenizer=small)
 
 
 def test_bad_config_and_phases_are_refused():

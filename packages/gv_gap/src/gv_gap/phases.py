@@ -141,7 +141,7 @@ def saturation_epoch(run: GVRun, fraction: float = 0.8) -> int:
 class _Setup:
     """The worlds, the tokenizer and the item sets of one run."""
 
-    def __init__(self, config: GVConfig, seed: int) -> None:
+    def __init__(self, config: GVConfig, seed: int, tokenizer: Any = None) -> None:
         c = config
         self.world = World(
             seed=seed,
@@ -163,7 +163,15 @@ class _Setup:
             start_year=c.t_old,
             end_year=c.t_new,
         )
-        self.tok = build_tokenizer(vocabulary_texts(self.world, self.new_world))
+        texts = vocabulary_texts(self.world, self.new_world)
+        self.tok = build_tokenizer(texts) if tokenizer is None else tokenizer
+        if self.tok.unk_token_id is not None:
+            ids = self.tok(texts, add_special_tokens=False)["input_ids"]
+            if any(self.tok.unk_token_id in row for row in ids):
+                raise ValueError(
+                    "the tokenizer maps words of the synthetic worlds to its unknown token; use a "
+                    "subword tokenizer or build one with gv_gap.items.vocabulary_texts(...)"
+                )
         w = self.world
         self.target_facts = w.facts("heldout", c.t_old)
         self.format_facts = w.facts("train", c.t_old)
@@ -271,20 +279,28 @@ def run_gv(
     seed: int = 0,
     phases: Sequence[str] = PHASES,
     out_dir: str | Path | None = None,
+    model: Any = None,
+    tokenizer: Any = None,
 ) -> GVRun:
     """Run the phases for one seed (the seed draws the world, the split, the controls, the
     initialisation and the batches). ``continual`` and ``updating`` need ``acquisition``.
 
-    With ``out_dir``, every acquisition checkpoint and each phase's final model are saved there
-    (``from_pretrained`` folders); in memory, acquisition state dicts are kept in ``run.checkpoints``.
+    By default acquisition starts from a tiny model of ``config``'s architecture, from scratch.
+    Pass a causal LM and its ``tokenizer`` (e.g. ``AutoModelForCausalLM.from_pretrained(path)``) to
+    fine-tune that model instead; it is copied, not changed, and the config's architecture fields
+    are then unused. With ``out_dir``, every acquisition checkpoint and each phase's final model are
+    saved there (``from_pretrained`` folders); in memory, acquisition state dicts are kept in
+    ``run.checkpoints``.
     """
+    if (model is None) != (tokenizer is None):
+        raise ValueError("pass both model and tokenizer, or neither (a tiny model from scratch)")
     phases = list(phases)
     for p in phases:
         if p not in PHASES:
             raise ValueError(f"unknown phase {p!r}; choose from {', '.join(PHASES)}")
     if phases and "acquisition" not in phases:
         raise ValueError("continual learning and updating start from acquisition checkpoints")
-    setup = _Setup(config, seed)
+    setup = _Setup(config, seed, tokenizer)
     run = GVRun(seed=seed, config=config)
     run.info.update(
         n_targets=len(setup.targets),
@@ -295,9 +311,13 @@ def run_gv(
         config=asdict(config),
     )
     out = Path(out_dir) if out_dir is not None else None
-    model = tiny_causal_lm(
-        setup.tok, config.arch, config.n_layers, config.d_model, config.n_heads, seed=seed
-    )
+    if model is None:
+        model = tiny_causal_lm(
+            setup.tok, config.arch, config.n_layers, config.d_model, config.n_heads, seed=seed
+        )
+    else:
+        model = copy.deepcopy(model)
+    run.info["pretrained"] = tokenizer is not None
     run.info["parameters"] = sum(p.numel() for p in model.parameters())
 
     def keep(epoch: int) -> None:

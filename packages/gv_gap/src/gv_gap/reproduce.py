@@ -426,8 +426,10 @@ def _figures(report: Report, runs: dict[str, list[GVRun]], analysis: dict[str, A
             x, 0, mv, color="tab:purple", alpha=0.25, label="multi-verse (both accepted)"
         )
         for m, label in (("new_accept", "new value accepted"), ("old_accept", "old value accepted"),
-                         ("gen_acc", "generates new"), ("gen_old", "generates old")):  # fmt: skip
-            ax.plot(x, _mean_curve(rs, phase, m), label=label, ls="-" if "accept" in m else ":")
+                         ("gen_acc", "generates new"), ("gen_old", "generates old"),
+                         ("ll_multiverse", "likelihood: old and new beat controls")):  # fmt: skip
+            ls = "-" if "accept" in m else "--" if m.startswith("ll") else ":"
+            ax.plot(x, _mean_curve(rs, phase, m), label=label, ls=ls)
         ax.axhline(0.2, color="k", lw=0.5, ls="--")
         ax.set(xlabel="update epoch", ylabel="share of updated facts", ylim=(-0.02, 1.02),
                title=phase)  # fmt: skip
@@ -436,8 +438,19 @@ def _figures(report: Report, runs: dict[str, list[GVRun]], analysis: dict[str, A
 
 
 def _notes(cfg: dict[str, Any], runs: dict[str, list[GVRun]]) -> str:
-    info = next(iter(runs.values()))[0].info
-    return (
+    rs = next(iter(runs.values()))
+    info = rs[0].info
+    last = [r.curves["acquisition"][-1] for r in rs]
+    fmt = ""
+    if "format_balanced_acc" in last[0]:
+        fmt = (
+            "At the end of acquisition the format facts (trained on QA and True/False items) are "
+            f"generated at {np.mean([x['format_gen_acc'] for x in last]):.2f} and verified at "
+            f"balanced accuracy {np.mean([x['format_balanced_acc'] for x in last]):.2f} (mean of "
+            "seeds): where that is near 0.5 the True/False format itself was not learned, and "
+            "claims about verification of the target facts cannot be tested at this scale. "
+        )
+    return fmt + (
         "Tiny models trained from scratch on a synthetic World; the paper fine-tunes pretrained "
         "instruct models (its recipe: PAPER_SETTINGS) on fictional facts and reads reasoned "
         "answers at temperature 0.3, we read log-probs (P(' True') vs P(' False') after each claim "
