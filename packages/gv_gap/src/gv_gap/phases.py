@@ -219,6 +219,7 @@ def _train_phase(
     seed: int,
     on_epoch: Any = None,
     format_items: list[GVItem] | None = None,
+    progress: bool | None = None,
 ) -> None:
     c = run.config
     rows: list[dict[str, float]] = []
@@ -253,7 +254,7 @@ def _train_phase(
         schedule=schedule,
         callback=lambda step: evaluate(step // steps),
         callback_every=steps,
-        progress=False,
+        progress=progress,
     )
     run.curves[phase], run.results[phase] = rows, results
     log.info("%s: %d epochs of %d steps", phase, epochs, steps)
@@ -281,6 +282,7 @@ def run_gv(
     out_dir: str | Path | None = None,
     model: Any = None,
     tokenizer: Any = None,
+    progress: bool | None = None,
 ) -> GVRun:
     """Run the phases for one seed (the seed draws the world, the split, the controls, the
     initialisation and the batches). ``continual`` and ``updating`` need ``acquisition``.
@@ -290,7 +292,7 @@ def run_gv(
     fine-tune that model instead; it is copied, not changed, and the config's architecture fields
     are then unused. With ``out_dir``, every acquisition checkpoint and each phase's final model are
     saved there (``from_pretrained`` folders); in memory, acquisition state dicts are kept in
-    ``run.checkpoints``.
+    ``run.checkpoints``. ``progress``: a bar per phase (default: when stderr is a terminal).
     """
     if (model is None) != (tokenizer is None):
         raise ValueError("pass both model and tokenizer, or neither (a tiny model from scratch)")
@@ -340,6 +342,7 @@ def run_gv(
         seed,
         on_epoch=keep,
         format_items=fmt,
+        progress=progress,
     )
     _song(model, setup, run, "acquisition", setup.targets, seed)
     sat = saturation_epoch(run)
@@ -369,6 +372,7 @@ def run_gv(
                 config.continual_lr,
                 "cosine",
                 seed + 1,
+                progress=progress,
             )
             _song(m, setup, run, name, setup.targets, seed)
             if out is not None:
@@ -397,6 +401,7 @@ def run_gv(
                 config.update_lr,
                 "constant",
                 seed + 2,
+                progress=progress,
             )
             _song(m, setup, run, name, setup.updates, seed)
             if out is not None:
