@@ -348,23 +348,46 @@ def run_gv(
     sat = saturation_epoch(run)
     run.info["saturation_epoch"] = sat
 
-    def from_checkpoint(epoch: int) -> Any:
+    def branch(
+        name: str,
+        start: int,
+        items: list[GVItem],
+        texts: Sequence[str],
+        pairs: Sequence[tuple[str, str]],
+        epochs: int,
+        lr: float,
+        schedule: str,
+        phase_seed: int,
+    ) -> None:
+        """Train a copy of the acquisition checkpoint at ``start`` as phase ``name``."""
         m = copy.deepcopy(model)
-        m.load_state_dict(run.checkpoints[epoch])
-        return m
+        m.load_state_dict(run.checkpoints[start])
+        _train_phase(
+            m,
+            setup,
+            run,
+            name,
+            items,
+            texts,
+            pairs,
+            epochs,
+            lr,
+            schedule,
+            phase_seed,
+            progress=progress,
+        )
+        _song(m, setup, run, name, items, seed)
+        if out is not None:
+            save_lm(m, setup.tok, out / name)
 
     last = config.epochs
     if "continual" in phases:
         for n in config.continual_offsets:
             start = min(sat + n, last)
             run.info[f"continual+{n}_from_epoch"] = start
-            m = from_checkpoint(start)
-            name = f"continual+{n}"
-            _train_phase(
-                m,
-                setup,
-                run,
-                name,
+            branch(
+                f"continual+{n}",
+                start,
                 setup.targets,
                 setup.continual_texts,
                 (),
@@ -372,38 +395,23 @@ def run_gv(
                 config.continual_lr,
                 "cosine",
                 seed + 1,
-                progress=progress,
             )
-            _song(m, setup, run, name, setup.targets, seed)
-            if out is not None:
-                save_lm(m, setup.tok, out / name)
     if "updating" in phases:
         if not setup.updates:
             raise ValueError("no target fact changed between t_old and t_new: nothing to update")
         start = sat if config.update_from is None else min(config.update_from, last)
         run.info["update_from_epoch"] = start
+        replay_texts = statement_texts(setup.world, setup.format_facts)
         for replay in config.replay:
-            name = "updating+replay" if replay else "updating"
-            m = from_checkpoint(start)
-            pairs = setup.format_data if replay else ()
-            texts = setup.update_texts + (
-                statement_texts(setup.world, setup.format_facts) if replay else []
-            )
-            _train_phase(
-                m,
-                setup,
-                run,
-                name,
+            branch(
+                "updating+replay" if replay else "updating",
+                start,
                 setup.updates,
-                texts,
-                pairs,
+                setup.update_texts + (replay_texts if replay else []),
+                setup.format_data if replay else (),
                 config.update_epochs,
                 config.update_lr,
                 "constant",
                 seed + 2,
-                progress=progress,
             )
-            _song(m, setup, run, name, setup.updates, seed)
-            if out is not None:
-                save_lm(m, setup.tok, out / name)
     return run
