@@ -123,7 +123,7 @@ def _analyse(name: str, runs: list[GVRun]) -> dict[str, Any]:
     seeds_rows, disc_rows = [], []
     for run in runs:
         t = _times(run)
-        row = {"config": name, "seed": run.seed, **{k: v for k, v in t.items()}}
+        row = {"config": name, "seed": run.seed, **t}
         row["saturation"] = run.info["saturation_epoch"]
         seeds_rows.append(row)
         acq = run.results["acquisition"]
@@ -136,7 +136,8 @@ def _analyse(name: str, runs: list[GVRun]) -> dict[str, Any]:
              "ver_only": d.ver_only, "gen_only": d.gen_only, "p_value": d.p_value}
         )  # fmt: skip
     continual = {}
-    for phase in sorted({p for r in runs for p in r.curves if p.startswith("continual")}):
+    phases = [p for p in runs[0].curves if p.startswith("continual")]
+    for phase in sorted(phases, key=lambda p: int(p.split("+")[1])):
         first = [r.results[phase][0] for r in runs]
         last = [r.results[phase][-1] for r in runs]
 
