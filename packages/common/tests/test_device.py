@@ -105,3 +105,29 @@ def test_map_jobs_keeps_order_in_and_out_of_a_pool():
     assert map_jobs(math.sqrt, jobs, workers=2, start_method="spawn") == [1.0, 2.0, 3.0, 4.0]
     with pytest.raises(ValueError, match="workers"):
         map_jobs(math.sqrt, jobs, workers=0)
+
+
+def test_gc_paused_collects_first_and_restores_the_collector():
+    import gc
+    import weakref
+
+    from paper_common.device import gc_paused
+
+    class Node:
+        pass
+
+    a = Node()
+    a.self = a  # a reference cycle: freed only by the collector
+    alive = weakref.ref(a)
+    del a
+    with gc_paused():
+        assert alive() is None  # collected on entry
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with gc_paused():
+            pass
+        assert not gc.isenabled()  # a collector that was off stays off
+    finally:
+        gc.enable()

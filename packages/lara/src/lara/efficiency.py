@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import gc
 import logging
 import statistics
 import sys
@@ -25,6 +24,7 @@ import torch
 
 from lara.attention import Attention, make_attention
 from paper_common import peak_memory
+from paper_common.device import gc_paused
 
 __all__ = [
     "crossovers",
@@ -76,9 +76,8 @@ def _malloc_peak(interval_s: float = 0.0001) -> Iterator[_Peak]:
 
     The counter is read after every torch operation (a dispatch mode: deterministic, sees every
     op's outputs and what it left allocated) and by a sampling thread (temporaries inside fused
-    kernels), with the GIL switch interval lowered so the thread gets to run. Python's garbage
-    collector is run before and paused during the block: a collection freeing an earlier test's or
-    step's garbage inside the block would pull the counter below its start and hide the peak.
+    kernels), with the GIL switch interval lowered so the thread gets to run. Garbage is collected
+    before and the collector paused inside the block (``paper_common.device.gc_paused``).
     """
     counter = _malloc_counter()
     if counter is None:  # not glibc: fall back on the resident set size
@@ -102,33 +101,28 @@ def _malloc_peak(interval_s: float = 0.0001) -> Iterator[_Peak]:
         with _AfterEachOp():
             torch.zeros(2) + 1
         _WARM = True
-    gc_was_enabled = gc.isenabled()
-    gc.collect()
-    gc.disable()
-    usage, base = _Peak(), counter()
-    top[0] = base
+    with gc_paused():
+        usage, base = _Peak(), counter()
+        top[0] = base
+        stop = threading.Event()
 
-    stop = threading.Event()
+        def sample() -> None:
+            while not stop.is_set():
+                top[0] = max(top[0], counter())
+                stop.wait(interval_s)
 
-    def sample() -> None:
-        while not stop.is_set():
-            top[0] = max(top[0], counter())
-            stop.wait(interval_s)
-
-    switch = sys.getswitchinterval()
-    sys.setswitchinterval(1e-5)
-    thread = threading.Thread(target=sample, daemon=True)
-    thread.start()
-    try:
-        with _AfterEachOp():
-            yield usage
-    finally:
-        stop.set()
-        thread.join()
-        sys.setswitchinterval(switch)
-        if gc_was_enabled:
-            gc.enable()
-        usage.peak_bytes = max(0, max(top[0], counter()) - base)
+        switch = sys.getswitchinterval()
+        sys.setswitchinterval(1e-5)
+        thread = threading.Thread(target=sample, daemon=True)
+        thread.start()
+        try:
+            with _AfterEachOp():
+                yield usage
+        finally:
+            stop.set()
+            thread.join()
+            sys.setswitchinterval(switch)
+            usage.peak_bytes = max(0, max(top[0], counter()) - base)
 
 
 def _timed(fn: Callable[[], Any], device: torch.device, repeat: int, warmup: int) -> float:
