@@ -202,13 +202,18 @@ def _check_items(items: Sequence[GVItem]) -> list[GVItem]:
     return items
 
 
-def _margins(model: Any, tok: Any, items: list[GVItem], batch_size: int) -> np.ndarray:
+def _true_false_margin(model: Any, tok: Any, prompts: list[str], batch_size: int) -> torch.Tensor:
+    """log P(" True") − log P(" False") of the next token after each prompt."""
     t_id, f_id = true_false_ids(tok)
+    lp = next_token_logprobs(model, tok, prompts, batch_size)
+    return lp[:, t_id] - lp[:, f_id]
+
+
+def _margins(model: Any, tok: Any, items: list[GVItem], batch_size: int) -> np.ndarray:
     prompts = [
         verification_prompt(it, v, pol) for it in items for v in it.values for pol in POLARITIES
     ]
-    lp = next_token_logprobs(model, tok, prompts, batch_size)
-    margin = (lp[:, t_id] - lp[:, f_id]).numpy()
+    margin = _true_false_margin(model, tok, prompts, batch_size).numpy()
     return margin.reshape(len(items), len(items[0].values), len(POLARITIES))
 
 
@@ -345,12 +350,11 @@ def measure_song_gap(
             for row, it in zip(answers, items, strict=True)
         ]
     )
-    t_id, f_id = true_false_ids(tok)
     prompts = [
         verification_prompt(it, a, "correct")
         for it, row in zip(items, answers, strict=True)
         for a in row
     ]
-    lp = next_token_logprobs(model, tok, prompts, batch_size)
-    p_true = torch.sigmoid(lp[:, t_id] - lp[:, f_id]).numpy().reshape(len(items), n)
+    margin = _true_false_margin(model, tok, prompts, batch_size)
+    p_true = torch.sigmoid(margin).numpy().reshape(len(items), n)
     return song_gap(correct, p_true)

@@ -143,25 +143,22 @@ class _Setup:
 
     def __init__(self, config: GVConfig, seed: int, tokenizer: Any = None) -> None:
         c = config
+        places = {
+            "n_cities": c.n_cities,
+            "n_countries": c.n_countries,
+            "start_year": c.t_old,
+            "end_year": c.t_new,
+        }
         self.world = World(
             seed=seed,
             n_people=c.n_people,
-            n_cities=c.n_cities,
             n_companies=c.n_companies,
-            n_countries=c.n_countries,
-            start_year=c.t_old,
-            end_year=c.t_new,
             target_fraction=c.target_fraction,
+            **places,
         )
         # new subjects for continual learning: another world (same sizes of places, new people)
         self.new_world = World(
-            seed=seed + 10_000,
-            n_people=c.n_new_people,
-            n_cities=c.n_cities,
-            n_companies=c.n_new_companies,
-            n_countries=c.n_countries,
-            start_year=c.t_old,
-            end_year=c.t_new,
+            seed=seed + 10_000, n_people=c.n_new_people, n_companies=c.n_new_companies, **places
         )
         texts = vocabulary_texts(self.world, self.new_world)
         self.tok = build_tokenizer(texts) if tokenizer is None else tokenizer
@@ -190,14 +187,9 @@ class _Setup:
             for f in self.target_facts
             if new[(f.subject, f.relation)].value != f.value
         ]
-        self.update_old = [o for o, _ in changed]
-        self.update_new = [n for _, n in changed]
-        self.updates: list[GVItem] = (
-            world_items(w, self.update_new, c.n_controls, seed + 2, old_facts=self.update_old)
-            if changed
-            else []
-        )
-        self.update_texts = statement_texts(w, self.update_new)
+        old, updated = [o for o, _ in changed], [n for _, n in changed]
+        self.updates = world_items(w, updated, c.n_controls, seed + 2, old_facts=old)
+        self.update_texts = statement_texts(w, updated)
         self.continual_texts = statement_texts(self.new_world, self.new_world.facts("all", c.t_old))
 
 

@@ -150,19 +150,14 @@ def _analyse(name: str, runs: list[GVRun]) -> dict[str, Any]:
         ll_value, ll_lo, ll_hi = retention_gap(
             cat(first, "gen_ok"), cat(last, "gen_ok"), cat(first, "ll_ok"), cat(last, "ll_ok")
         )
-        s0 = [x.summary() for x in first]
-        s1 = [x.summary() for x in last]
+        summaries = {"start": [x.summary() for x in first], "end": [x.summary() for x in last]}
+        row: dict[str, Any] = {"config": name, "phase": phase}
+        for metric, label in (("gen_acc", "gen"), ("ver_acc", "ver"), ("balanced_acc", "balanced"),
+                              ("ll_acc", "ll")):  # fmt: skip
+            for when, rows in summaries.items():
+                row[f"{label}_{when}"] = float(np.mean([x[metric] for x in rows]))
         continual[phase] = {
-            "config": name,
-            "phase": phase,
-            "gen_start": float(np.mean([s["gen_acc"] for s in s0])),
-            "gen_end": float(np.mean([s["gen_acc"] for s in s1])),
-            "ver_start": float(np.mean([s["ver_acc"] for s in s0])),
-            "ver_end": float(np.mean([s["ver_acc"] for s in s1])),
-            "balanced_start": float(np.mean([s["balanced_acc"] for s in s0])),
-            "balanced_end": float(np.mean([s["balanced_acc"] for s in s1])),
-            "ll_start": float(np.mean([s["ll_acc"] for s in s0])),
-            "ll_end": float(np.mean([s["ll_acc"] for s in s1])),
+            **row,
             "retention_gap": value,
             "ci_low": lo,
             "ci_high": hi,
