@@ -5,7 +5,17 @@ import pytest
 import torch
 
 from paper_common.lm import load_lm, save_lm
-from sae_geometry import LMConfig, TopKSAE, cyclic_lm, evaluate_release, layer_activations
+from sae_geometry import (
+    LMConfig,
+    SAETrainConfig,
+    TopKSAE,
+    cyclic_lm,
+    evaluate_release,
+    layer_activations,
+    save_sae,
+    train_sae,
+)
+from sae_geometry.reproduce import release_study
 
 CFG = LMConfig(n_layers=2, d_model=32, n_heads=2, steps=30, n_texts=300)
 
@@ -56,3 +66,35 @@ def test_evaluate_release_on_a_written_release(lm, tmp_path):
     assert rows == [
         {"layer": 0, "width": 64, "l0_nominal": 4, "l0": 0.0, "fvu": pytest.approx(1.0, abs=1e-4)}
     ]
+
+
+def test_release_study_on_saes_trained_and_written_here(lm, tmp_path):
+    """The `full` Gemma Scope branch end to end on a release of TopK SAEs saved as SAELens folders:
+    block 1 at widths 16/32/64 x k 2/4/8 (fitted), block 2 at two widths only (skipped)."""
+    model, tok, _ = lm
+    texts = CFG.corpus(400, seed=7)
+    acts = layer_activations(model, tok, texts, n_tokens=1500)
+    ks, cfg = [2, 4, 8], SAETrainConfig(steps=80, batch_size=128, lr=6e-3)
+    for layer, widths in ((0, (16, 32, 64)), (1, (16, 32))):
+        for w in widths:
+            sae = TopKSAE(32, w, ks, seed=w)
+            train_sae(sae, acts[layer + 1][:1000], cfg, seed=w)
+            for i, k in enumerate(ks):
+                save_sae(sae, tmp_path / f"layer_{layer}" / f"width_{w}" / f"average_l0_{k}", i)
+    tables = release_study(model, tok, texts, tmp_path, n_tokens=1500, n_boot=5,
+                           geometry_points=1500, anchors=50)  # fmt: skip
+    rows = tables["release"]
+    assert len(rows) == 15
+    assert all(r["l0"] == pytest.approx(r["l0_nominal"], abs=0.01) for r in rows)
+    for layer, k in ((0, 2), (0, 8), (1, 4)):
+        fvu = [r["fvu"] for r in rows if r["layer"] == layer and r["l0_nominal"] == k]
+        assert 0 < fvu[-1] < fvu[0] < 1  # wider dictionaries reconstruct better
+    (fit,) = tables["release_stage1"]
+    assert fit["layer"] == 0
+    assert fit["alpha"] > 0.1
+    assert 1 <= fit["intrinsic_dim"] < 32
+    assert fit["participation_ratio"] > 1
+    (skip,) = tables["release_skipped"]
+    assert skip["layer"] == 1
+    assert "3 distinct widths" in skip["reason"]
+    assert "release_stage2_loo_r2" not in tables  # one fitted layer: no Stage 2

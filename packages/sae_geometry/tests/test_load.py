@@ -7,7 +7,7 @@ import pytest
 import torch
 from safetensors.numpy import save_file
 
-from sae_geometry import JumpReLUSAE, TopKSAE, load_sae, parse_width, scan_release
+from sae_geometry import JumpReLUSAE, TopKSAE, load_sae, parse_width, save_sae, scan_release
 
 
 def _params(rng, d=6, n=12):
@@ -100,3 +100,19 @@ def test_wrong_layout_missing_key_and_wrong_shape(tmp_path, release):
     np.savez(bad, **p)
     with pytest.raises(ValueError, match="b_enc has shape"):
         load_sae(bad)
+
+
+def test_save_sae_round_trips_a_stacked_member_and_a_jumprelu(tmp_path):
+    stacked = TopKSAE(6, 12, [2, 5], seed=4)
+    with torch.no_grad():
+        stacked.b_enc.normal_()
+        stacked.b_dec.normal_()
+    x = torch.randn(7, 6)
+    back = load_sae(save_sae(stacked, tmp_path / "topk", member=1))
+    assert isinstance(back, TopKSAE)
+    assert int(back.k[0]) == 5
+    assert torch.equal(back(x), stacked.member(1)(x))
+    jr = JumpReLUSAE(**_params(np.random.default_rng(5)))
+    assert torch.equal(load_sae(save_sae(jr, tmp_path / "jr"))(x), jr(x))
+    with pytest.raises(ValueError, match="TopKSAE or a JumpReLUSAE"):
+        save_sae(torch.nn.Linear(2, 2), tmp_path / "no")

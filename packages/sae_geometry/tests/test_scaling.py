@@ -3,7 +3,15 @@
 import numpy as np
 import pytest
 
-from sae_geometry import fit_layer, fit_universal, loo_r2, predict_fvu, transfer, wall_exponent
+from sae_geometry import (
+    fit_layer,
+    fit_release,
+    fit_universal,
+    loo_r2,
+    predict_fvu,
+    transfer,
+    wall_exponent,
+)
 
 WIDE = np.array([16, 32, 64, 128, 256, 512, 1024, 2048])
 
@@ -35,6 +43,27 @@ def test_gao_law_recovers_its_width_exponent_at_each_k():
     fit = fit_layer(n, k, y, form="gao", n_boot=0)
     for kk, alpha in fit.exponents_by_k.items():
         assert alpha == pytest.approx(0.6 + 0.1 * np.log(kk), abs=0.02)
+
+
+def test_fit_release_fits_each_layer_in_measured_l0_and_skips_thin_grids():
+    # a released grid: uneven widths per layer, measured L0 off the nominal values
+    rng = np.random.default_rng(1)
+    rows = []
+    planted = {3: 0.5, 7: 0.9}
+    for layer, widths in ((3, WIDE[2::2]), (7, WIDE[3::2]), (9, WIDE[4:6])):
+        for w in widths:
+            for k in (6.3, 19.0, 47.5):
+                alpha = planted.get(layer, 0.7)
+                y = predict_fvu("power", [np.log(2.0), alpha, np.log(0.3), 0.6, 0.0], w, k)
+                rows.append({"layer": layer, "width": int(w), "l0": k, "fvu": float(y)
+                             * np.exp(0.005 * rng.standard_normal())})  # fmt: skip
+    rows.append({"layer": 11, "width": 64, "l0": 0.0, "fvu": 1.0})
+    fits, skipped = fit_release(rows, n_boot=0)
+    assert sorted(fits) == [3, 7]
+    for layer, alpha in planted.items():
+        assert fits[layer].width_exponent == pytest.approx(alpha, abs=0.05)
+    assert "3 distinct widths" in skipped[9]
+    assert "L0 or FVU of 0" in skipped[11]
 
 
 def test_floor_rule_refuses_a_narrow_grid():

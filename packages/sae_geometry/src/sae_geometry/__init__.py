@@ -27,7 +27,15 @@ from sae_geometry.geometry import (
     unit_mean_square,
 )
 from sae_geometry.lms import LMConfig, cyclic_lm, layer_activations
-from sae_geometry.load import Checkpoint, evaluate_release, load_sae, parse_width, scan_release
+from sae_geometry.load import (
+    Checkpoint,
+    evaluate_release,
+    load_sae,
+    parse_width,
+    release_activations,
+    save_sae,
+    scan_release,
+)
 from sae_geometry.sae import (
     JumpReLUSAE,
     SAETrainConfig,
@@ -42,6 +50,7 @@ from sae_geometry.scaling import (
     Stage2Result,
     aic,
     fit_layer,
+    fit_release,
     fit_universal,
     loo_r2,
     predict_fvu,
@@ -67,6 +76,7 @@ __all__ = [
     "deduplicate",
     "evaluate_release",
     "fit_layer",
+    "fit_release",
     "fit_universal",
     "flat_torus",
     "fvu",
@@ -81,7 +91,9 @@ __all__ = [
     "participation_ratio",
     "predict_fvu",
     "reference_dimensions",
+    "release_activations",
     "round_sphere",
+    "save_sae",
     "scan_release",
     "summarize",
     "sweep",

@@ -9,7 +9,9 @@
   zero threshold.
 
 :func:`scan_release` lists every checkpoint under a root as :class:`Checkpoint` records;
-:func:`load_sae` builds the module. A missing key or a wrong shape raises ``ValueError`` naming it.
+:func:`load_sae` builds the module (:func:`save_sae` writes one as a SAELens folder). A missing key
+or a wrong shape raises ``ValueError`` naming it. :func:`evaluate_release` measures FVU and L0 of
+every checkpoint on a model's residual stream.
 """
 
 from __future__ import annotations
@@ -26,7 +28,15 @@ import torch
 
 from sae_geometry.sae import JumpReLUSAE, TopKSAE
 
-__all__ = ["Checkpoint", "evaluate_release", "load_sae", "parse_width", "scan_release"]
+__all__ = [
+    "Checkpoint",
+    "evaluate_release",
+    "load_sae",
+    "parse_width",
+    "release_activations",
+    "save_sae",
+    "scan_release",
+]
 
 KEYS = ("W_enc", "W_dec", "b_enc", "b_dec")
 _LAYOUT = re.compile(r"layer_(\d+)/width_([0-9]+[km]?)/average_l0_(\d+)$")
@@ -150,6 +160,53 @@ def load_sae(path: str | os.PathLike[str] | Checkpoint) -> JumpReLUSAE | TopKSAE
     )
 
 
+def save_sae(sae: JumpReLUSAE | TopKSAE, folder: str | os.PathLike[str], member: int = 0) -> Path:
+    """Write ``sae`` as a SAELens folder (``cfg.json`` + ``sae_weights.safetensors``) that
+    :func:`load_sae` reads back; for a stacked :class:`TopKSAE`, its member ``member``."""
+    from safetensors.numpy import save_file
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    if isinstance(sae, TopKSAE):
+        one = sae.member(member)
+        tensors = {name: getattr(one, name)[0].detach().float().numpy() for name in KEYS}
+        cfg = {"architecture": "topk", "k": int(one.k[0]),
+               "apply_b_dec_to_input": one.apply_b_dec_to_input}  # fmt: skip
+    elif isinstance(sae, JumpReLUSAE):
+        tensors = {
+            name: getattr(sae, name).detach().float().numpy() for name in (*KEYS, "threshold")
+        }
+        cfg = {"architecture": "jumprelu"}
+    else:
+        raise ValueError(f"save_sae takes a TopKSAE or a JumpReLUSAE; got {type(sae).__name__}")
+    d_in, d_sae = tensors["W_enc"].shape
+    cfg |= {"d_in": int(d_in), "d_sae": int(d_sae)}
+    save_file({k: np.ascontiguousarray(v) for k, v in tensors.items()},
+              str(folder / "sae_weights.safetensors"))  # fmt: skip
+    (folder / "cfg.json").write_text(json.dumps(cfg, indent=1))
+    return folder
+
+
+def release_activations(
+    model: Any,
+    tok: Any,
+    texts: list[str],
+    root: str | os.PathLike[str],
+    n_tokens: int = 50_000,
+    layer_offset: int = 1,
+) -> dict[int, np.ndarray]:
+    """``{release layer: (n_tokens, d_model)}`` for every layer under ``root``, collected once.
+
+    A release's ``layer_<i>`` is the output of block ``i`` (Gemma Scope's residual SAEs), which is
+    ``paper_common.lm`` residual layer ``i + layer_offset``.
+    """
+    from sae_geometry.lms import layer_activations
+
+    layers = sorted({c.layer for c in scan_release(root)})
+    acts = layer_activations(model, tok, texts, [i + layer_offset for i in layers], n_tokens)
+    return {i: acts[i + layer_offset] for i in layers}
+
+
 def evaluate_release(
     model: Any,
     tok: Any,
@@ -157,22 +214,24 @@ def evaluate_release(
     root: str | os.PathLike[str],
     n_tokens: int = 50_000,
     layer_offset: int = 1,
+    activations: dict[int, np.ndarray] | None = None,
 ) -> list[dict[str, Any]]:
     """FVU and measured L0 of every checkpoint under ``root`` on ``model``'s residual stream.
 
-    A release's ``layer_<i>`` is the output of block ``i`` (Gemma Scope's residual SAEs), which is
-    ``paper_common.lm`` residual layer ``i + layer_offset``. Returns rows ``{layer, width, l0_nominal,
-    l0, fvu}``; activations of each layer are collected once.
+    Activations come from :func:`release_activations` (``layer_offset`` maps a release layer to a
+    residual layer), or pass them as ``activations`` (``{release layer: (N, d_model)}``) to reuse
+    them. Returns rows ``{layer, width, l0_nominal, l0, fvu}``.
     """
-    from sae_geometry.lms import layer_activations
-
     checkpoints = scan_release(root)
-    layers = sorted({c.layer for c in checkpoints})
-    acts = layer_activations(model, tok, texts, [i + layer_offset for i in layers], n_tokens)
+    if activations is None:
+        activations = release_activations(model, tok, texts, root, n_tokens, layer_offset)
+    missing = sorted({c.layer for c in checkpoints} - set(activations))
+    if missing:
+        raise ValueError(f"activations lack release layer(s) {missing}")
     rows = []
     for c in checkpoints:
         sae = load_sae(c)
-        x = torch.from_numpy(acts[c.layer + layer_offset])
+        x = torch.from_numpy(np.asarray(activations[c.layer], dtype=np.float32))
         if x.shape[1] != sae.d_in:
             raise ValueError(f"{c.path}: SAE d_in {sae.d_in} but the model's width is {x.shape[1]}")
         fvu, l0 = sae.evaluate(x)

@@ -10,6 +10,8 @@
    rule on "showcase" layers with a width grid of at least 1.5 decades); Stage 2 ridge of the exponents on four
    geometric summaries (leave-one-layer-out, family and model transfer) against the baselines.
 5. Convergence: one layer's grid retrained with twice the steps.
+6. ``full`` only, with local copies: :func:`release_study` on Gemma Scope's residual SAEs of
+   Gemma 2 2B (FVU and measured L0 per checkpoint, geometry, Stage 1 and 2 per layer).
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ from sae_geometry.scaling import (
 )
 from sae_geometry.sweep import sweep, sweep_grid
 
-__all__ = ["SCALES", "reproduce"]
+__all__ = ["SCALES", "release_study", "reproduce"]
 
 log = logging.getLogger(__name__)
 
@@ -208,13 +210,12 @@ def _lm_layers(cfg: dict[str, Any], seed: int) -> dict[str, Any]:
     return out
 
 
-def _geometry(cfg: dict[str, Any], data: dict[str, Any]) -> dict[str, dict[str, float]]:
+def _geometry(data: dict[Any, Any], points: int, anchors: int) -> dict[Any, dict[str, float]]:
+    """The four summaries of each layer (its first seed's data when a list) on ``points`` rows."""
     out = {}
     for name, value in data.items():
         x = value[0] if isinstance(value, list) else value
-        out[name] = summarize(
-            x[: cfg["geometry_points"]], n_anchors=cfg["anchors"], max_points=cfg["geometry_points"]
-        ).as_dict()
+        out[name] = summarize(x[:points], n_anchors=anchors, max_points=points).as_dict()
     return out
 
 
@@ -315,7 +316,9 @@ def reproduce(
     show["data"] = {f"show-{k}": v for k, v in show["data"].items()}
     lms = _lm_layers(cfg, seed)
     watch.lap("layers")
-    geo = _geometry(cfg, {**syn["data"], **lms["data"], **show["data"]})
+    geo = _geometry(
+        {**syn["data"], **lms["data"], **show["data"]}, cfg["geometry_points"], cfg["anchors"]
+    )
     watch.lap("geometry")
     sae_cfg = SAETrainConfig(**cfg["sae"])
     rows = sweep({**syn["data"], **lms["data"]}, cfg["widths"], cfg["ks"], seeds, sae_cfg)
@@ -404,9 +407,9 @@ def reproduce(
     report.runtime_s = watch.elapsed_s
     report.notes = _notes(cfg, ctx)
     gemma = _gemma_scope(cfg)
-    if gemma is not None:
-        report.add_table("gemma_scope", gemma)
-    elif "gemma_scope" in cfg:
+    for name, table in (gemma or {}).items():
+        report.add_table(f"gemma_scope_{name.removeprefix('release_')}", table)
+    if gemma is None and "gemma_scope" in cfg:
         g = cfg["gemma_scope"]
         report.notes += (
             f" The Gemma Scope part ({g['release']} on {g['model']}) did not run: set "
@@ -774,12 +777,11 @@ def _notes(cfg: dict[str, Any], ctx: dict[str, Any]) -> str:
 
 
 # ============================================================================ Gemma Scope
-def _gemma_scope(cfg: dict[str, Any]) -> list[dict[str, Any]] | None:
+def _gemma_scope(cfg: dict[str, Any]) -> dict[str, list[dict[str, Any]]] | None:
     g = cfg.get("gemma_scope")
     if not g or not all(os.environ.get(g[k]) for k in ("model_env", "release_env", "text_env")):
         return None
     from paper_common.lm import load_lm
-    from sae_geometry.load import evaluate_release
 
     model, tok = load_lm(os.environ[g["model_env"]])
     texts = [
@@ -787,4 +789,50 @@ def _gemma_scope(cfg: dict[str, Any]) -> list[dict[str, Any]] | None:
         for t in Path(os.environ[g["text_env"]]).read_text(encoding="utf-8").splitlines()
         if t.strip()
     ]
-    return evaluate_release(model, tok, texts, os.environ[g["release_env"]], n_tokens=g["n_tokens"])
+    return release_study(
+        model, tok, texts, os.environ[g["release_env"]], n_tokens=g["n_tokens"],
+        n_boot=cfg["n_boot"], geometry_points=cfg["geometry_points"], anchors=cfg["anchors"],
+    )  # fmt: skip
+
+
+def release_study(
+    model: Any,
+    tok: Any,
+    texts: list[str],
+    root: str | os.PathLike[str],
+    n_tokens: int = 50_000,
+    n_boot: int = 200,
+    geometry_points: int = 20_000,
+    anchors: int = 1000,
+) -> dict[str, list[dict[str, Any]]]:
+    """The paper's pipeline on a local release of SAEs (Gemma Scope layout or SAELens folders):
+    FVU and measured L0 of every checkpoint, each layer's geometry, Stage 1 per layer in the
+    measured L0 (layers with fewer than 3 widths are listed as skipped), and Stage 2 over the
+    fitted layers when there are at least 3 (the layer-index baseline uses the layer number).
+    ``n_tokens`` activations per layer; geometry on the first ``geometry_points`` of them. Returns
+    tables by name: ``release`` (one row per checkpoint), ``release_stage1``, ``release_skipped``
+    and, with 3 or more fitted layers, ``release_stage2_loo_r2``."""
+    from sae_geometry.load import evaluate_release, release_activations
+    from sae_geometry.scaling import fit_release
+
+    acts = release_activations(model, tok, texts, root, n_tokens)
+    rows = evaluate_release(model, tok, texts, root, activations=acts)
+    geo = _geometry(acts, geometry_points, anchors)
+    power, skipped = fit_release(rows, "power", n_boot=n_boot)
+    gao, skipped_gao = fit_release(rows, "gao", n_boot=n_boot)
+    for layer, why in skipped_gao.items():
+        skipped.setdefault(layer, f"Gao joint law: {why}")
+    fitted = [layer for layer in power if layer in gao]
+    fit_rows = _fit_rows(
+        {layer: {"power": power[layer], "gao": gao[layer]} for layer in fitted}, geo
+    )
+    tables: dict[str, list[dict[str, Any]]] = {"release": rows, "release_stage1": fit_rows}
+    tables["release_skipped"] = [
+        {"layer": layer, "reason": why, **geo[layer]} for layer, why in skipped.items()
+    ]
+    if len(fitted) >= 3:
+        stage2 = _stage2(fit_rows, fitted, [float(layer) for layer in fitted])
+        tables["release_stage2_loo_r2"] = [
+            {"target": t, **{m: r.r2 for m, r in res.items()}} for t, res in stage2.items()
+        ]
+    return tables

@@ -37,6 +37,7 @@ __all__ = [
     "Stage2Result",
     "aic",
     "fit_layer",
+    "fit_release",
     "fit_universal",
     "loo_r2",
     "predict_fvu",
@@ -238,6 +239,42 @@ def fit_universal(
     k = np.concatenate([np.asarray(g[1], float) for g in grids])
     y = np.concatenate([np.asarray(g[2], float) for g in grids])
     return fit_layer(n, k, y, form=form, n_boot=0)
+
+
+def fit_release(
+    rows: Sequence[dict[str, Any]],
+    form: Form = "power",
+    n_boot: int = 200,
+    seed: int = 0,
+    min_decades: float = 1.5,
+) -> tuple[dict[Any, LayerFit], dict[Any, str]]:
+    """Stage 1 on released checkpoints (rows of :func:`~sae_geometry.load.evaluate_release`:
+    ``layer``, ``width``, measured ``l0``, ``fvu``): one law per layer in the measured L0.
+
+    Returns ``(fits, skipped)``: ``skipped`` maps each layer that cannot be fitted to the reason
+    (fewer than 3 widths, too few checkpoints for the law, a checkpoint that never fires). Released
+    grids are uneven, so a skipped layer is a result, not an error.
+    """
+    by_layer: dict[Any, list[dict[str, Any]]] = {}
+    for r in rows:
+        by_layer.setdefault(r["layer"], []).append(r)
+    fits: dict[Any, LayerFit] = {}
+    skipped: dict[Any, str] = {}
+    for layer, sel in by_layer.items():
+        dead = [r for r in sel if not (r["l0"] > 0 and r["fvu"] > 0)]
+        if dead:
+            skipped[layer] = (
+                f"{len(dead)} checkpoint(s) with L0 or FVU of 0 (a log law cannot fit them)"
+            )
+            continue
+        try:
+            fits[layer] = fit_layer(
+                [r["width"] for r in sel], [r["l0"] for r in sel], [r["fvu"] for r in sel],
+                form=form, n_boot=n_boot, seed=seed, min_decades=min_decades,
+            )  # fmt: skip
+        except ValueError as err:
+            skipped[layer] = str(err)
+    return fits, skipped
 
 
 def wall_exponent(d: float, k: float) -> float:
