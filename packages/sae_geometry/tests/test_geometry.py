@@ -85,3 +85,5 @@ def test_bad_input_raises():
         curvature(round_sphere(500, 3, seed=0), 3, k=8)
     with pytest.raises(ValueError, match="discard"):
         two_nn(round_sphere(100, 1, seed=0), discard=1.0)
+    with pytest.raises(ValueError, match="1 distinct rows"):
+        two_nn(np.ones((50, 4)))  # one point repeated: no neighbour distances to read

@@ -67,22 +67,42 @@ def test_saelens_jumprelu_and_topk_folders(tmp_path):
     np.testing.assert_allclose(
         load_sae(jr)(torch.from_numpy(x)).numpy(), _jumprelu_np(p, x), rtol=1e-5, atol=1e-5
     )
-    tk = tmp_path / "tk"
-    tk.mkdir()
     q = {k: v for k, v in p.items() if k != "threshold"}
-    save_file(q, str(tk / "sae_weights.safetensors"))
-    (tk / "cfg.json").write_text(
-        json.dumps({"architecture": "topk", "activation_fn_kwargs": {"k": 3}})
-    )
-    sae = load_sae(tk)
-    assert isinstance(sae, TopKSAE)
-    pre = np.maximum((x - q["b_dec"]) @ q["W_enc"] + q["b_enc"], 0)
+    pre = np.maximum((x - q["b_dec"]) @ q["W_enc"] + q["b_enc"], 0)  # b_dec applied to the input
     keep = np.argsort(-pre, axis=1)[:, :3]
     z = np.zeros_like(pre)
     np.put_along_axis(z, keep, np.take_along_axis(pre, keep, 1), 1)
-    np.testing.assert_allclose(
-        sae(torch.from_numpy(x)).detach().numpy(), z @ q["W_dec"] + q["b_dec"], rtol=1e-5, atol=1e-5
+    # the current TopK config and the older one (a "standard" SAE with a topk activation)
+    for name, cfg in (
+        ("tk", {"architecture": "topk", "activation_fn_kwargs": {"k": 3}}),
+        ("tk_old", {"architecture": "standard", "activation_fn_str": "topk",
+                    "activation_fn_kwargs": {"k": 3}}),
+    ):  # fmt: skip
+        (tmp_path / name).mkdir()
+        save_file(q, str(tmp_path / name / "sae_weights.safetensors"))
+        (tmp_path / name / "cfg.json").write_text(json.dumps(cfg))
+        sae = load_sae(tmp_path / name)
+        assert isinstance(sae, TopKSAE)
+        np.testing.assert_allclose(sae(torch.from_numpy(x)).detach().numpy(),
+                                   z @ q["W_dec"] + q["b_dec"], rtol=1e-5, atol=1e-5)  # fmt: skip
+    # a standard ReLU SAE subtracts b_dec first unless its config says not to
+    (tmp_path / "relu").mkdir()
+    save_file(q, str(tmp_path / "relu" / "sae_weights.safetensors"))
+    (tmp_path / "relu" / "cfg.json").write_text(
+        json.dumps(
+            {"architecture": "standard", "normalize_activations": "expected_average_only_in"}
+        )
     )
+    with pytest.warns(UserWarning, match="does not apply"):
+        load_sae(tmp_path / "relu")
+    for flag, shift in ((None, q["b_dec"]), (False, 0.0)):
+        cfg = {"architecture": "standard"} | (
+            {} if flag is None else {"apply_b_dec_to_input": flag}
+        )
+        (tmp_path / "relu" / "cfg.json").write_text(json.dumps(cfg))
+        relu = np.maximum((x - shift) @ q["W_enc"] + q["b_enc"], 0)
+        np.testing.assert_allclose(load_sae(tmp_path / "relu")(torch.from_numpy(x)).numpy(),
+                                   relu @ q["W_dec"] + q["b_dec"], rtol=1e-5, atol=1e-5)  # fmt: skip
 
 
 def test_wrong_layout_missing_key_and_wrong_shape(tmp_path, release):

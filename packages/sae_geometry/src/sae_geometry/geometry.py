@@ -83,6 +83,8 @@ def _neighbours(a: np.ndarray, k: int, queries: np.ndarray | None = None) -> tup
 def two_nn(x: Any, discard: float = 0.1, method: Literal["mle", "linear"] = "mle") -> float:
     """TwoNN intrinsic dimension of ``x`` ``(n, D)`` (near-duplicate rows are dropped first)."""
     a = deduplicate(_check_points(x, 3))
+    if len(a) < 3:
+        raise ValueError(f"x has {len(a)} distinct rows; TwoNN needs at least 3")
     if not 0 <= discard < 1:
         raise ValueError(f"discard must be in [0, 1); got {discard}")
     dist, _ = _neighbours(a, 2)

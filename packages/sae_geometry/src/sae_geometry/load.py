@@ -4,9 +4,11 @@
   d_sae)``, ``W_dec (d_sae, d_model)``, ``b_enc``, ``b_dec``, ``threshold`` (JumpReLU);
   widths are written ``16k`` (16 x 1024), ``1m`` (1024^2) or plainly.
 * SAELens: a folder with ``cfg.json`` (``architecture`` ``jumprelu`` / ``topk`` / ``standard``,
-  ``d_in``, ``d_sae``, ``k`` or ``activation_fn_kwargs.k`` for TopK) and ``sae_weights.safetensors``
-  (the same tensor names; ``threshold`` for JumpReLU). ``standard`` (ReLU) loads as JumpReLU with a
-  zero threshold.
+  ``d_in``, ``d_sae``, ``k`` or ``activation_fn_kwargs.k`` for TopK; older configs write a TopK SAE
+  as ``standard`` with ``activation_fn_str: topk``) and ``sae_weights.safetensors`` (the same tensor
+  names; ``threshold`` for JumpReLU). ``standard`` (ReLU) loads as JumpReLU with a zero threshold.
+  ``apply_b_dec_to_input`` is read from the config; when it is missing it defaults to SAELens's
+  ``True`` for standard and TopK SAEs and to Gemma Scope's ``False`` for JumpReLU.
 
 :func:`scan_release` lists every checkpoint under a root as :class:`Checkpoint` records;
 :func:`load_sae` builds the module (:func:`save_sae` writes one as a SAELens folder). A missing key
@@ -19,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -93,9 +96,11 @@ def _load_npz(path: Path) -> JumpReLUSAE:
     return _jumprelu(tensors, path)
 
 
-def _jumprelu(t: dict[str, Any], where: Path) -> JumpReLUSAE:
+def _jumprelu(t: dict[str, Any], where: Path, apply_b_dec_to_input: bool = False) -> JumpReLUSAE:
     try:
-        return JumpReLUSAE(t["W_enc"], t["W_dec"], t["b_enc"], t["b_dec"], t["threshold"])
+        return JumpReLUSAE(
+            t["W_enc"], t["W_dec"], t["b_enc"], t["b_dec"], t["threshold"], apply_b_dec_to_input
+        )
     except ValueError as err:
         raise ValueError(f"{where}: {err}") from None
 
@@ -110,6 +115,15 @@ def _load_saelens(folder: Path) -> JumpReLUSAE | TopKSAE:
     t = load_file(str(weights))
     _require(t, KEYS, weights)
     arch = str(cfg.get("architecture", "standard")).lower()
+    norm = str(cfg.get("normalize_activations") or "none").lower()
+    if norm != "none":
+        warnings.warn(
+            f"{folder}: cfg.json asks for normalize_activations={norm!r}, which this loader does "
+            "not apply; the SAE sees raw activations (rescale them yourself if its FVU looks wrong)",
+            stacklevel=3,
+        )
+    if arch == "standard" and str(cfg.get("activation_fn_str", "relu")).lower() == "topk":
+        arch = "topk"  # older SAELens configs: a standard SAE with a TopK activation
     d_in, d_sae = np.shape(t["W_enc"]) if np.ndim(t["W_enc"]) == 2 else (None, None)
     for key, want in (("d_in", d_in), ("d_sae", d_sae)):
         if key in cfg and want is not None and int(cfg[key]) != want:
@@ -118,9 +132,10 @@ def _load_saelens(folder: Path) -> JumpReLUSAE | TopKSAE:
             )
     if arch == "jumprelu":
         _require(t, ("threshold",), weights)
-        return _jumprelu(t, weights)
+        return _jumprelu(t, weights, bool(cfg.get("apply_b_dec_to_input", False)))
     if arch in ("standard", "relu"):
-        return _jumprelu({**t, "threshold": np.zeros(np.shape(t["b_enc"]))}, weights)
+        zero = {"threshold": np.zeros(np.shape(t["b_enc"]))}
+        return _jumprelu(t | zero, weights, bool(cfg.get("apply_b_dec_to_input", True)))
     if arch == "topk":
         k = cfg.get("k", (cfg.get("activation_fn_kwargs") or {}).get("k"))
         if k is None:
@@ -176,7 +191,7 @@ def save_sae(sae: JumpReLUSAE | TopKSAE, folder: str | os.PathLike[str], member:
         tensors = {
             name: getattr(sae, name).detach().float().numpy() for name in (*KEYS, "threshold")
         }
-        cfg = {"architecture": "jumprelu"}
+        cfg = {"architecture": "jumprelu", "apply_b_dec_to_input": sae.apply_b_dec_to_input}
     else:
         raise ValueError(f"save_sae takes a TopKSAE or a JumpReLUSAE; got {type(sae).__name__}")
     d_in, d_sae = tensors["W_enc"].shape

@@ -243,6 +243,8 @@ class JumpReLUSAE(nn.Module):
     ``pre = x W_enc + b_enc``, ``z = pre * 1[pre > threshold]``, ``x_hat = z W_dec + b_dec`` with
     ``W_enc (d_in, d_sae)``, ``W_dec (d_sae, d_in)``, ``b_enc (d_sae,)``, ``b_dec (d_in,)``,
     ``threshold (d_sae,)``. A standard ReLU SAE is the special case ``threshold = 0``.
+    ``apply_b_dec_to_input`` subtracts ``b_dec`` first (``pre = (x - b_dec) W_enc + b_enc``), as
+    SAELens's standard SAEs do; Gemma Scope's JumpReLU SAEs do not (the default).
     """
 
     def __init__(
@@ -252,8 +254,10 @@ class JumpReLUSAE(nn.Module):
         b_enc: torch.Tensor | np.ndarray,
         b_dec: torch.Tensor | np.ndarray,
         threshold: torch.Tensor | np.ndarray,
+        apply_b_dec_to_input: bool = False,
     ) -> None:
         super().__init__()
+        self.apply_b_dec_to_input = bool(apply_b_dec_to_input)
         tensors = {
             "W_enc": W_enc,
             "W_dec": W_dec,
@@ -282,7 +286,10 @@ class JumpReLUSAE(nn.Module):
 
     def encode(self, x: torch.Tensor) -> torch.Tensor:
         """``(..., d_in) -> (..., d_sae)``."""
-        pre = _as_tensor(x).to(self.W_enc.dtype) @ self.W_enc + self.b_enc
+        x = _as_tensor(x).to(self.W_enc.dtype)
+        if self.apply_b_dec_to_input:
+            x = x - self.b_dec
+        pre = x @ self.W_enc + self.b_enc
         return pre * (pre > self.threshold)
 
     def decode(self, z: torch.Tensor) -> torch.Tensor:
