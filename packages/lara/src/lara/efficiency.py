@@ -77,7 +77,10 @@ def _malloc_peak(interval_s: float = 0.0001) -> Iterator[_Peak]:
     The counter is read after every torch operation (a dispatch mode: deterministic, sees every
     op's outputs and what it left allocated) and by a sampling thread (temporaries inside fused
     kernels), with the GIL switch interval lowered so the thread gets to run. Garbage is collected
-    before and the collector paused inside the block (``paper_common.device.gc_paused``).
+    before and the collector paused inside the block (``paper_common.device.gc_paused``). The peak
+    is the largest rise above the lowest reading so far, not above the first one: memory that
+    another thread frees during the block (pytest-xdist's I/O thread, a tokenizer's pool) would
+    otherwise pull the count below its start and hide the block's own allocations.
     """
     counter = _malloc_counter()
     if counter is None:  # not glibc: fall back on the resident set size
@@ -88,12 +91,17 @@ def _malloc_peak(interval_s: float = 0.0001) -> Iterator[_Peak]:
 
     from torch.utils._python_dispatch import TorchDispatchMode
 
-    top = [0]
+    rise, low = [0], [counter()]
+
+    def read() -> None:
+        now = counter()
+        low[0] = min(low[0], now)
+        rise[0] = max(rise[0], now - low[0])
 
     class _AfterEachOp(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
             out = func(*args, **(kwargs or {}))
-            top[0] = max(top[0], counter())
+            read()
             return out
 
     global _WARM
@@ -102,13 +110,13 @@ def _malloc_peak(interval_s: float = 0.0001) -> Iterator[_Peak]:
             torch.zeros(2) + 1
         _WARM = True
     with gc_paused():
-        usage, base = _Peak(), counter()
-        top[0] = base
+        usage = _Peak()
+        rise[0], low[0] = 0, counter()
         stop = threading.Event()
 
         def sample() -> None:
             while not stop.is_set():
-                top[0] = max(top[0], counter())
+                read()
                 stop.wait(interval_s)
 
         switch = sys.getswitchinterval()
@@ -122,7 +130,8 @@ def _malloc_peak(interval_s: float = 0.0001) -> Iterator[_Peak]:
             stop.set()
             thread.join()
             sys.setswitchinterval(switch)
-            usage.peak_bytes = max(0, max(top[0], counter()) - base)
+            read()
+            usage.peak_bytes = rise[0]
 
 
 def _timed(fn: Callable[[], Any], device: torch.device, repeat: int, warmup: int) -> float:
