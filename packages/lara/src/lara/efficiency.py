@@ -78,9 +78,10 @@ def _malloc_peak(interval_s: float = 0.0001) -> Iterator[_Peak]:
     op's outputs and what it left allocated) and by a sampling thread (temporaries inside fused
     kernels), with the GIL switch interval lowered so the thread gets to run. Garbage is collected
     before and the collector paused inside the block (``paper_common.device.gc_paused``). The peak
-    is the largest rise above the lowest reading so far, not above the first one: memory that
-    another thread frees during the block (pytest-xdist's I/O thread, a tokenizer's pool) would
-    otherwise pull the count below its start and hide the block's own allocations.
+    is the largest rise above the lowest reading so far, not above the first one: memory freed
+    during the block that it did not allocate (by another thread, or a reference dropped inside
+    it) would otherwise pull the count below its start and hide the block's own allocations. A
+    free and an allocation with no reading between them still net out.
     """
     counter = _malloc_counter()
     if counter is None:  # not glibc: fall back on the resident set size
