@@ -36,11 +36,13 @@ from sae_geometry.geometry import (
     two_nn,
 )
 from sae_geometry.lms import LMConfig, cyclic_lm, layer_activations
+from sae_geometry.load import evaluate_release, release_activations
 from sae_geometry.sae import SAETrainConfig
 from sae_geometry.scaling import (
     LayerFit,
     aic,
     fit_layer,
+    fit_release,
     fit_universal,
     loo_r2,
     predict_fvu,
@@ -812,9 +814,6 @@ def release_study(
     ``n_tokens`` activations per layer; geometry on the first ``geometry_points`` of them. Returns
     tables by name: ``release`` (one row per checkpoint), ``release_stage1``, ``release_skipped``
     and, with 3 or more fitted layers, ``release_stage2_loo_r2``."""
-    from sae_geometry.load import evaluate_release, release_activations
-    from sae_geometry.scaling import fit_release
-
     acts = release_activations(model, tok, texts, root, n_tokens)
     rows = evaluate_release(model, tok, texts, root, activations=acts)
     geo = _geometry(acts, geometry_points, anchors)
