@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 import torch
 
@@ -31,6 +33,37 @@ def test_memory_counter_is_not_hidden_by_memory_freed_inside_the_block() -> None
         del held  # freed inside the block, as another thread's memory may be
         torch.zeros(1)  # any op reads the counter: the new low
         x = torch.ones(1_000_000)  # 3.8 MiB: below the start, but still the block's own peak
+        del x
+    assert 3.5 <= mem.peak_mib < 8
+
+
+def test_memory_counter_orders_the_sampler_against_the_dispatch_hook(monkeypatch) -> None:
+    """The sampler reads the counter before a free and applies it after the hook's lower reading
+    (forced here with events): without one reader at a time that stale reading is a false rise."""
+    import lara.efficiency as eff
+
+    real = eff._malloc_counter()
+    test_thread = threading.get_ident()
+    armed, sampler_read, hook_read = threading.Event(), threading.Event(), threading.Event()
+
+    def counter() -> int:
+        now = real()
+        if threading.get_ident() == test_thread:
+            if sampler_read.is_set():
+                hook_read.set()
+        elif armed.is_set() and not sampler_read.is_set():
+            sampler_read.set()  # read with `held` still allocated ...
+            hook_read.wait(0.5)  # ... and held until the hook has read past the free
+        return now
+
+    monkeypatch.setattr(eff, "_malloc_counter", lambda: counter)
+    held = torch.ones(5_000_000)  # 19 MiB
+    with _malloc_peak() as mem:
+        armed.set()
+        assert sampler_read.wait(5)
+        del held
+        torch.zeros(1)
+        x = torch.ones(1_000_000)  # 3.8 MiB
         del x
     assert 3.5 <= mem.peak_mib < 8
 

@@ -93,11 +93,15 @@ def _malloc_peak(interval_s: float = 0.0001) -> Iterator[_Peak]:
     from torch.utils._python_dispatch import TorchDispatchMode
 
     rise, low = [0], [counter()]
+    lock = threading.Lock()
 
     def read() -> None:
-        now = counter()
-        low[0] = min(low[0], now)
-        rise[0] = max(rise[0], now - low[0])
+        # one reader at a time: a reading taken before a free and applied after a later, lower
+        # reading would count the freed memory as a rise (the sampler racing the dispatch hook)
+        with lock:
+            now = counter()
+            low[0] = min(low[0], now)
+            rise[0] = max(rise[0], now - low[0])
 
     class _AfterEachOp(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
