@@ -3,7 +3,14 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from paper_common.stats import bootstrap_ci, cohens_d, paired_comparison
+from paper_common.stats import (
+    bootstrap_ci,
+    censored_median,
+    cohens_d,
+    median_bounds,
+    paired_comparison,
+    ratio_bounds,
+)
 
 
 def test_percentile_bootstrap_matches_a_hand_rolled_one():
@@ -87,3 +94,62 @@ def test_bad_input_raises():
         paired_comparison([1.0, 2.0], [1.0, 2.0, 3.0])
     with pytest.raises(ValueError, match="confidence"):
         bootstrap_ci([1.0, 2.0], confidence=95)
+
+
+def test_censored_median_is_exact_when_censored_values_stay_above_the_middle():
+    m = censored_median([100, 200, 300, 500, 500], [False, False, False, True, True])
+    assert (m.low, m.high) == (300, 300)
+    assert m.exact
+
+
+def test_censored_median_is_a_range_when_censored_values_reach_the_middle():
+    m = censored_median([100, 200, 500, 500], [False, False, True, True])
+    assert (m.low, m.high) == (350, np.inf)  # the 3rd value is >= 500, so the median is >= 350
+    assert str(m) == ">= 350"
+    assert m.decide(">=", 300) is True
+    assert m.decide(">=", 400) is None
+    assert m.decide("<", 300) is False
+
+
+def test_median_bounds_of_unknown_values():
+    m = median_bounds([1.0, -np.inf, -np.inf], [1.0, 5.0, np.inf])
+    assert (m.low, m.high) == (-np.inf, 5.0)
+    with pytest.raises(ValueError, match="NaN"):
+        median_bounds([1.0, np.nan], [1.0, np.nan])
+    with pytest.raises(ValueError, match="empty"):
+        censored_median([], [])
+    with pytest.raises(ValueError, match="lower bound"):
+        median_bounds([2.0], [1.0])
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 50), st.booleans()), min_size=1, max_size=15), st.data())
+def test_censored_median_brackets_the_median_of_every_completion(sample, data):
+    values = np.array([v for v, _ in sample], dtype=float)
+    censored = np.array([c for _, c in sample])
+    extra = np.array([data.draw(st.integers(0, 100)) if c else 0 for c in censored])
+    m = censored_median(values, censored)
+    assert m.low <= np.median(values + extra) <= m.high  # any true values consistent with the data
+
+
+def test_ratio_bounds_never_divide_by_zero():
+    zero = censored_median([0.0, 0.0], [False, False])
+    # the LayerNorm median delay of 0 that crashed spherical_grokking: undefined without a floor
+    r = ratio_bounds(zero, zero)
+    assert not r.defined
+    assert r.decide(">=", 3) is None
+    assert str(r) == "undefined (0/0)"
+    assert ratio_bounds(censored_median([5.0], [False]), zero).high == np.inf
+    # with the measurement's resolution as floor, 0 counts as one interval
+    r = ratio_bounds(
+        censored_median([30.0], [False]), censored_median([-20.0, 40.0], [False, False]), 20
+    )
+    assert (r.low, r.high) == (1.5, 1.5)  # 30 / max(median 10, 20)
+    censored = censored_median([600.0, 600.0], [True, True])
+    r = ratio_bounds(censored, censored_median([100.0, 200.0], [False, False]))
+    assert (r.low, r.high) == (4.0, np.inf)
+    assert r.decide(">=", 3) is True
+    with pytest.raises(ValueError, match="floor"):
+        ratio_bounds(censored_median([-5.0], [False]), zero)
+    with pytest.raises(ValueError, match="floor"):
+        ratio_bounds(zero, zero, floor=-1)

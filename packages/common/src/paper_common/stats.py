@@ -14,11 +14,15 @@ from numpy.typing import ArrayLike
 from scipy import stats as sps
 
 __all__ = [
+    "Bounds",
     "ConfidenceInterval",
     "PairedComparison",
     "bootstrap_ci",
+    "censored_median",
     "cohens_d",
+    "median_bounds",
     "paired_comparison",
+    "ratio_bounds",
 ]
 
 
@@ -170,3 +174,126 @@ def paired_comparison(
         ties=int(np.sum(diff == 0)),
         losses=int(np.sum(diff < 0)),
     )
+
+
+Op = Literal[">", ">=", "<", "<="]
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """A quantity known only to lie in ``[low, high]`` (``high`` may be ``inf``): the median of a
+    sample with censored values, or a ratio of two such medians. ``low == high``: known exactly.
+
+    ``nan`` in either end means undefined (``0 / 0``); :meth:`decide` then answers ``None``.
+    """
+
+    low: float
+    high: float
+
+    def __post_init__(self) -> None:
+        if self.low > self.high:
+            raise ValueError(f"Bounds need low <= high; got [{self.low}, {self.high}]")
+
+    @property
+    def exact(self) -> bool:
+        return self.low == self.high
+
+    @property
+    def defined(self) -> bool:
+        return not (np.isnan(self.low) or np.isnan(self.high))
+
+    def decide(self, op: Op, threshold: float) -> bool | None:
+        """``True`` if every value in the bounds satisfies ``value <op> threshold``, ``False`` if none
+        does, ``None`` if the bounds straddle the threshold or are undefined."""
+        if op not in (">", ">=", "<", "<="):
+            raise ValueError(f"op must be one of >, >=, <, <=; got {op!r}")
+        if not self.defined:
+            return None
+        test = {
+            ">": lambda v: v > threshold,
+            ">=": lambda v: v >= threshold,
+            "<": lambda v: v < threshold,
+            "<=": lambda v: v <= threshold,
+        }[op]
+        lo, hi = test(self.low), test(self.high)
+        return lo if lo == hi else None
+
+    def __str__(self) -> str:
+        if not self.defined:
+            return "undefined (0/0)"
+        if self.exact:
+            return f"{self.low:.4g}"
+        if self.high == np.inf:
+            return f">= {self.low:.4g}"
+        if self.low == -np.inf:
+            return f"<= {self.high:.4g}"
+        return f"in [{self.low:.4g}, {self.high:.4g}]"
+
+
+def median_bounds(lower: ArrayLike, upper: ArrayLike) -> Bounds:
+    """Bounds on the median of a sample whose ``i``-th value is only known to lie in
+    ``[lower[i], upper[i]]``: an exact value has ``lower == upper``, a value right-censored at a
+    budget has ``upper = inf``, an unknown one ``[-inf, inf]``.
+
+    The median is monotone in every value, so it lies in ``[median(lower), median(upper)]``; the
+    bounds meet when the uncertain values cannot reach the middle of the sample. No assumption on
+    the censoring is made (unlike a Kaplan-Meier median), so the bounds are conservative.
+    """
+    lo, hi = np.asarray(lower, dtype=float), np.asarray(upper, dtype=float)
+    if lo.ndim != 1 or lo.shape != hi.shape:
+        raise ValueError(f"lower and upper must be 1-D of one length; got {lo.shape}, {hi.shape}")
+    if lo.size == 0:
+        raise ValueError("the median of an empty sample is undefined")
+    if np.isnan(lo).any() or np.isnan(hi).any():
+        raise ValueError(
+            "bounds contain NaN: give a value that was never measured as [-inf, inf] (unknown) "
+            "or [bound, inf] (censored), or leave it out explicitly"
+        )
+    if np.any(lo > hi):
+        raise ValueError("every lower bound must be <= its upper bound")
+    return Bounds(float(np.median(lo)), float(np.median(hi)))
+
+
+def censored_median(values: ArrayLike, censored: ArrayLike) -> Bounds:
+    """Bounds on the median of ``values`` where ``censored[i]`` marks ``values[i]`` as a lower bound
+    (an event that had not happened by the budget): see :func:`median_bounds`.
+
+    >>> str(censored_median([100, 200, 300], [False, False, True]))
+    '200'
+    >>> str(censored_median([100, 300, 300], [False, True, True]))
+    '>= 300'
+    """
+    v = np.asarray(values, dtype=float)
+    c = np.asarray(censored, dtype=bool)
+    if v.shape != c.shape:
+        raise ValueError(f"values and censored must have one shape; got {v.shape}, {c.shape}")
+    return median_bounds(v, np.where(c, np.inf, v))
+
+
+def ratio_bounds(num: Bounds, den: Bounds, floor: float = 0.0) -> Bounds:
+    """Bounds on ``num / den`` for two non-negative quantities (times, delays, errors), each first
+    raised to ``floor``, the measurement's resolution (a time below one evaluation interval is
+    reported as that interval, never divided by as 0).
+
+    With ``floor = 0`` a denominator that may be 0 gives ``high = inf``, and ``0 / 0`` gives undefined
+    bounds (``nan``), which :meth:`Bounds.decide` never counts as support. A negative value (a delay
+    that can be below zero) needs a positive ``floor``.
+    """
+    if not floor >= 0:
+        raise ValueError(f"floor must be >= 0; got {floor}")
+    if floor == 0 and min(num.low, den.low) < 0:
+        raise ValueError(
+            f"ratio_bounds needs non-negative quantities; got {num} / {den}: pass floor= the "
+            "measurement's resolution to raise values below it"
+        )
+    a, b = (max(num.low, floor), max(num.high, floor)), (max(den.low, floor), max(den.high, floor))
+
+    def div(x: float, y: float) -> float:
+        if y == 0:
+            return np.nan if x == 0 else np.inf
+        return x / y  # x / inf = 0; inf / y = inf
+
+    low, high = div(a[0], b[1]), div(a[1], b[0])
+    if np.isnan(low) or np.isnan(high):  # 0 / 0 inside the range: the data do not bound the ratio
+        return Bounds(np.nan, np.nan)
+    return Bounds(low, high)
