@@ -131,3 +131,64 @@ def test_gc_paused_collects_first_and_restores_the_collector():
         assert not gc.isenabled()  # a collector that was off stays off
     finally:
         gc.enable()
+
+
+def _blas_threads() -> set[int]:
+    from threadpoolctl import threadpool_info
+
+    return {p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"}
+
+
+def test_pinned_threads_pins_torch_and_blas_and_restores_them():
+    torch = pytest.importorskip("torch")
+    from paper_common.device import pinned_threads, thread_info
+
+    before, blas = torch.get_num_threads(), _blas_threads()
+    target = 3 if before != 3 else 2  # more threads than cores is allowed: only the count matters
+    with pinned_threads(target, torch=True):
+        assert torch.get_num_threads() == target
+        assert _blas_threads() == {target}
+        assert thread_info()["torch_threads"] == target
+    assert torch.get_num_threads() == before
+    assert _blas_threads() == blas
+    with pinned_threads(None):
+        assert torch.get_num_threads() == before
+    with pytest.raises(ValueError, match="threads"), pinned_threads(0):
+        pass
+
+
+def test_pin_threads_runs_a_reproduce_with_the_scales_count():
+    torch = pytest.importorskip("torch")
+    from paper_common.reproduce import THREADS, pin_threads
+
+    seen = {}
+
+    @pin_threads(torch=True)
+    def reproduce(scale="quick", seed=0, out_dir=None):
+        seen[scale] = torch.get_num_threads()
+        return scale
+
+    before = torch.get_num_threads()
+    assert reproduce("smoke") == "smoke"
+    assert reproduce(scale="quick") == "quick"
+    assert seen == {"smoke": THREADS["smoke"], "quick": THREADS["quick"]}
+    assert torch.get_num_threads() == before
+    with pytest.raises(ValueError, match="scale"):
+        reproduce("medium")
+
+
+def test_map_jobs_in_process_does_not_leave_a_jobs_thread_count_behind():
+    torch = pytest.importorskip("torch")
+    from paper_common import map_jobs
+    from paper_common.device import pinned_threads
+
+    with pinned_threads(2, torch=True):
+        assert map_jobs(_pin_one_thread, [1, 2]) == [1, 1]
+        assert torch.get_num_threads() == 2
+
+
+def _pin_one_thread(_: int) -> int:
+    import torch
+
+    torch.set_num_threads(1)  # what a worker-process job does
+    return torch.get_num_threads()

@@ -20,6 +20,7 @@ _EXPORTS = {
     "SCALES": "reproduce",
     "check_scale": "reproduce",
     "markdown_table": "reproduce",
+    "pin_threads": "reproduce",
     "write_report": "reproduce",
     "main": "reproduce",
     "discover": "suite",
@@ -54,6 +55,7 @@ __all__ = [
     "paired_comparison",
     "peak_memory",
     "pick_device",
+    "pin_threads",
     "run_suite",
     "save_figure",
     "seed_everything",
@@ -92,6 +94,7 @@ if TYPE_CHECKING:
         check_scale,
         main,
         markdown_table,
+        pin_threads,
         write_report,
     )
     from paper_common.stats import bootstrap_ci, cohens_d, paired_comparison

@@ -29,7 +29,9 @@ __all__ = [
     "map_jobs",
     "peak_memory",
     "pick_device",
+    "pinned_threads",
     "seed_everything",
+    "thread_info",
 ]
 
 DEVICE_ENV = "PAPER_DEVICE"
@@ -96,6 +98,54 @@ def seed_everything(seed: int) -> np.random.Generator:
         if torch.cuda.is_available():
             torch.cuda.manual_seed_all(seed)
     return np.random.default_rng(seed)
+
+
+def thread_info() -> dict[str, Any]:
+    """The thread counts that change floating-point results: torch's intra-op threads (when torch
+    is imported), each BLAS library's threads, and the CPU's vector instruction set as torch sees it.
+    Reports record them; model caches are keyed by them."""
+    from threadpoolctl import threadpool_info
+
+    info: dict[str, Any] = {
+        "blas_threads": sorted(
+            {p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"}
+        ),
+    }
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        info["torch_threads"] = torch.get_num_threads()
+        info["cpu_capability"] = torch.backends.cpu.get_cpu_capability()
+    return info
+
+
+@contextlib.contextmanager
+def pinned_threads(n: int | None, torch: bool | None = None) -> Iterator[None]:
+    """Run the block with torch's intra-op threads and the BLAS libraries' threads set to ``n``,
+    restored after; ``None`` leaves them as the environment set them.
+
+    The order of a parallel reduction depends on the thread count, so a model trained with 1 thread
+    differs from one trained with 2 (and can flip a claim). Pinning makes a result independent of the
+    machine's core count and of ``OMP_NUM_THREADS``; more threads than cores only costs speed.
+    ``torch=None`` pins torch only if it is already imported (a numpy-only package never loads it);
+    ``True`` imports it first (for code that imports torch inside the block).
+    """
+    if n is None:
+        yield
+        return
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"threads must be a positive int or None; got {n!r}")
+    from threadpoolctl import threadpool_limits
+
+    lib = _torch() if torch else sys.modules.get("torch")
+    before = lib.get_num_threads() if lib is not None else None
+    if lib is not None:
+        lib.set_num_threads(n)
+    try:
+        with threadpool_limits(limits=n, user_api="blas"):
+            yield
+    finally:
+        if lib is not None and before is not None:
+            lib.set_num_threads(before)
 
 
 @dataclass
@@ -308,6 +358,7 @@ def map_jobs(
 ) -> list[Any]:
     """``[fn(j) for j in jobs]``, in order; with ``workers > 1`` in a process pool.
 
+    With one worker the jobs run in this process and torch's thread count is restored after them.
     ``start_method`` defaults to ``fork`` on Linux, so workers share what the parent has already
     imported (import heavy libraries before calling, and run no torch op in the parent first, so no
     thread pool is copied), and to ``spawn`` elsewhere. ``fn`` must be a module-level function.
@@ -315,7 +366,15 @@ def map_jobs(
     if workers < 1:
         raise ValueError(f"workers must be >= 1, got {workers}")
     if workers == 1:
-        return [fn(j) for j in jobs]
+        # a job that pins its own thread count (as a worker process would) must not leave the
+        # caller pinned: restore torch's count after the jobs
+        torch = sys.modules.get("torch")
+        before = torch.get_num_threads() if torch is not None else None
+        try:
+            return [fn(j) for j in jobs]
+        finally:
+            if torch is not None and before is not None:
+                torch.set_num_threads(before)
     import multiprocessing as mp
     from concurrent.futures import ProcessPoolExecutor
 

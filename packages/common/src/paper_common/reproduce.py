@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 __all__ = [
     "OPS",
     "SCALES",
+    "THREADS",
     "ArgumentParser",
     "Claim",
     "Report",
@@ -40,11 +41,17 @@ __all__ = [
     "format_value",
     "main",
     "markdown_table",
+    "pin_threads",
     "write_report",
 ]
 
 SCALES: tuple[str, ...] = ("smoke", "quick", "full")
 """``smoke``: seconds, runs in tests; ``quick``: <= ~5 min on 2 CPU cores; ``full``: the paper's setting."""
+
+THREADS: dict[str, int | None] = {"smoke": 1, "quick": 2, "full": None}
+"""Threads (torch and BLAS) a ``reproduce`` runs with at each scale, so its numbers do not depend on
+the machine's core count or ``OMP_NUM_THREADS``: ``quick`` is the reference 2-core machine of the
+README's numbers; ``full`` uses what the environment sets (recorded in the report)."""
 
 Op = Literal[">", ">=", "<", "<=", "=="]
 OPS: dict[str, Callable[[float, float], bool]] = {
@@ -324,6 +331,9 @@ def environment_info() -> dict[str, Any]:
     for dist in ("numpy", "scipy", "torch", "transformers"):
         with contextlib.suppress(metadata.PackageNotFoundError):
             env[dist] = metadata.version(dist)
+    from paper_common.device import thread_info
+
+    env.update(thread_info())
     if "torch" in sys.modules:
         from paper_common.device import pick_device
 
@@ -404,6 +414,39 @@ def write_report(report: Report, out_dir: str | os.PathLike[str]) -> Path:
         (tmp / REPORT_JSON).write_text(report.to_json())
         (tmp / REPORT_MD).write_text(report.to_markdown())
     return out
+
+
+def pin_threads(torch: bool = False) -> Callable[[ReproduceFn], ReproduceFn]:
+    """Decorate a package's ``reproduce(scale, seed, out_dir)`` to run with :data:`THREADS`
+    ``[scale]`` threads (restored after). ``torch=True`` for packages that compute with torch: torch
+    is imported first so its thread count is pinned before any model is built.
+
+    >>> @pin_threads()
+    ... def reproduce(scale="quick", seed=0, out_dir=None):
+    ...     from threadpoolctl import threadpool_info
+    ...     return {p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"}
+    >>> reproduce("smoke")
+    {1}
+    """
+    import functools
+    import inspect
+
+    from paper_common.device import pinned_threads
+
+    def decorate(fn: ReproduceFn) -> ReproduceFn:
+        signature = inspect.signature(fn)
+
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Report:
+            bound = signature.bind(*args, **kwargs)
+            bound.apply_defaults()
+            scale = check_scale(bound.arguments["scale"])
+            with pinned_threads(THREADS[scale], torch=torch or None):
+                return fn(*args, **kwargs)
+
+        return wrapper  # type: ignore[return-value]
+
+    return decorate
 
 
 class ReproduceFn(Protocol):
