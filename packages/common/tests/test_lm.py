@@ -334,3 +334,19 @@ def test_train_callback_sees_every_epoch_of_one_continuous_run(tok, prompts):
         train(models[2], schedule="step")
     with pytest.raises(ValueError, match="callback_every"):
         train(models[2], callback=print)
+
+
+def test_cache_key_changes_with_the_thread_count_and_the_config():
+    from paper_common.device import pinned_threads
+
+    with pinned_threads(1, torch=True):
+        one = lm.cache_key({"size": 1})
+        assert lm.training_environment()["torch_threads"] == 1
+    with pinned_threads(2, torch=True):
+        two = lm.cache_key({"size": 1})
+    assert one != two  # a model trained with 2 threads is a different model
+    with pinned_threads(1, torch=True):
+        assert lm.cache_key({"size": 1}) == one
+        assert lm.cache_key({"size": 2}) != one
+    env = lm.training_environment()
+    assert {"torch", "transformers", "numpy", "device", "cpu_capability"} <= set(env)

@@ -214,12 +214,9 @@ def _align(
 
 
 def _cache_file(seed: int, cfg: SystemConfig) -> Path:
-    import hashlib
+    from paper_common.lm import cache_key, fact_lm_cache_dir
 
-    from paper_common.lm import fact_lm_cache_dir
-
-    key = json.dumps([_CACHE_VERSION, seed, asdict(cfg)], sort_keys=True)
-    key = hashlib.sha256(key.encode()).hexdigest()[:16]
+    key = cache_key([_CACHE_VERSION, seed, asdict(cfg)], length=16)
     return fact_lm_cache_dir().parent / "alignment_geometry" / f"system-{key}.pt"
 
 

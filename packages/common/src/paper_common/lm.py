@@ -67,6 +67,7 @@ __all__ = [
     "add_to_residual",
     "answer_rank",
     "build_tokenizer",
+    "cache_key",
     "capture_mlp",
     "decoder_layers",
     "down_proj_weight",
@@ -94,6 +95,7 @@ __all__ = [
     "tiny_causal_lm",
     "token_rank",
     "train_causal_lm",
+    "training_environment",
 ]
 
 log = logging.getLogger(__name__)
@@ -424,6 +426,44 @@ FACT_LM_SIZES: dict[str, dict[str, Any]] = {
 }
 
 
+def training_environment() -> dict[str, Any]:
+    """What changes a model trained here besides its config and seed: library versions, torch's
+    intra-op thread count (a reduction's order follows it), the device and the CPU's vector
+    instruction set. Every on-disk cache of a trained model is keyed by it (:func:`cache_key`)."""
+    import platform
+
+    from paper_common.device import pick_device
+
+    return {
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "tokenizers": _version("tokenizers"),
+        "numpy": np.__version__,
+        "torch_threads": torch.get_num_threads(),
+        "device": pick_device().type,
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "machine": platform.machine(),
+    }
+
+
+def _version(dist: str) -> str | None:
+    from importlib import metadata
+
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def cache_key(config: Any, length: int = 20) -> str:
+    """Hex digest naming a cached trained model: ``config`` (anything JSON can write, with sorted
+    keys: sizes, seed, data fingerprint, a version of the training recipe) together with
+    :func:`training_environment` at the time of the call. Call it in the process, and with the
+    thread count, that trains the model."""
+    blob = json.dumps({"config": config, "environment": training_environment()}, sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()[:length]
+
+
 def fact_lm_cache_dir() -> Path:
     """Where :func:`fact_lm` caches models: ``$PAPER_CACHE_DIR`` or the platform's user cache."""
     if os.environ.get(CACHE_ENV):
@@ -478,10 +518,11 @@ def fact_lm(
         "tokenizer": tokenizer_kind,
         "history": history,
         "cues": cues,
-        "transformers": transformers.__version__.split(".")[0],
     }
-    key = hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:20]
-    path = fact_lm_cache_dir() / key
+    # the texts themselves, so a change to the templates or the corpus recipe trains anew
+    texts, pairs = world.corpus(cutoff, history=history, cues=cues)
+    corpus = hashlib.sha256(json.dumps([texts, pairs], default=list).encode()).hexdigest()[:16]
+    path = fact_lm_cache_dir() / cache_key({**config, "corpus": corpus})
     if not cache:
         return _train_fact_lm(world, config, progress)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -520,6 +561,7 @@ def _train_fact_lm(
     )
     info = {
         "config": config,
+        "environment": training_environment(),
         "seconds": result.seconds,
         "final_loss": float(np.mean(result.losses[-20:])),
     }

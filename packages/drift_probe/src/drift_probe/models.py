@@ -11,19 +11,18 @@ from __future__ import annotations
 
 import copy
 import hashlib
-import json
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 import filelock
-import transformers
 
 from drift_probe.data import training_corpus
 from paper_common.facts import World
 from paper_common.lm import (
     build_tokenizer,
+    cache_key,
     fact_lm_cache_dir,
     load_lm,
     save_lm,
@@ -65,10 +64,8 @@ def _cache_path(
         "cutoffs": list(cutoffs),
         "config": asdict(config),
         "unseen": hashlib.sha256("\n".join(unseen).encode()).hexdigest()[:16],
-        "transformers": transformers.__version__.split(".")[0],
     }
-    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:20]
-    return fact_lm_cache_dir().parent / "drift_probe" / digest
+    return fact_lm_cache_dir().parent / "drift_probe" / cache_key(key)
 
 
 def snapshots(

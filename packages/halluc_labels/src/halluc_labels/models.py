@@ -19,7 +19,6 @@ the spec, and loaded back with ``from_pretrained``.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import time
 from dataclasses import asdict, dataclass
@@ -45,6 +44,7 @@ from halluc_labels.labelers import PROMPTS, judge_prompt, nli_premise
 from paper_common.facts import RELATIONS, World
 from paper_common.lm import (
     build_tokenizer,
+    cache_key,
     fact_lm_cache_dir,
     load_lm,
     load_tokenizer,
@@ -320,8 +320,7 @@ def train_model(
         "world": world.fingerprint(),
         "v": 1,
     }
-    key = hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:20]
-    path = cache_dir() / key
+    path = cache_dir() / cache_key(config)
     if cache and (path / "info.json").exists():
         return _load(path, spec)
     book = AliasBook(world)

@@ -6,7 +6,6 @@ only. Cached under ``$PAPER_CACHE_DIR/linearize`` by a hash of the spec, loaded 
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -17,6 +16,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerFast
 from linearize.tasks import PASSKEY_MIN, TASKS, make_task, vocabulary
 from paper_common.lm import (
     build_tokenizer,
+    cache_key,
     fact_lm_cache_dir,
     load_lm,
     save_lm,
@@ -90,8 +90,7 @@ def recall_teacher(
 ) -> tuple[PreTrainedModel, PreTrainedTokenizerFast]:
     """The teacher of ``spec``, trained once and cached (``cache=False``: always train)."""
     tok = build_tokenizer(vocabulary())
-    key = hashlib.sha256(json.dumps(asdict(spec), sort_keys=True).encode()).hexdigest()[:16]
-    path = _cache_dir() / f"{spec.arch}-{key}"
+    path = _cache_dir() / f"{spec.arch}-{cache_key(asdict(spec), length=16)}"
 
     def train() -> PreTrainedModel:
         model = tiny_causal_lm(

@@ -9,7 +9,6 @@ by the config and seed under ``$PAPER_CACHE_DIR/sae_geometry`` and read back wit
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -68,10 +67,17 @@ def cyclic_lm(
     """Train (or load) a tiny LM on cyclic text; returns ``(model, tokenizer, info)`` in eval mode."""
     import filelock
 
-    from paper_common.lm import build_tokenizer, load_lm, save_lm, tiny_causal_lm, train_causal_lm
+    from paper_common.lm import (
+        build_tokenizer,
+        cache_key,
+        load_lm,
+        save_lm,
+        tiny_causal_lm,
+        train_causal_lm,
+    )
 
-    key = hashlib.sha1(json.dumps({**asdict(config), "seed": seed, "v": 1}).encode()).hexdigest()
-    path = _cache_dir() / f"cyclic_lm_{key[:12]}"
+    key = cache_key({**asdict(config), "seed": seed, "v": 1}, length=12)
+    path = _cache_dir() / f"cyclic_lm_{key}"
     path.parent.mkdir(parents=True, exist_ok=True)
     with filelock.FileLock(str(path) + ".lock"):
         if cache and (path / "info.json").exists():

@@ -20,7 +20,6 @@ next) for the CAA direction. :func:`agent_skills` builds the six skills of the l
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from collections.abc import Sequence
@@ -238,6 +237,7 @@ def build_task_lm(
     """
     from paper_common.lm import (
         build_tokenizer,
+        cache_key,
         float64_exact,
         load_lm,
         register_float64_attention,
@@ -247,8 +247,7 @@ def build_task_lm(
     )
 
     cfg = cfg or TaskConfig()
-    key = hashlib.sha1(json.dumps({**asdict(cfg), "seed": seed, "v": 1}).encode()).hexdigest()[:12]
-    path = _cache_dir() / f"task_lm_{key}"
+    path = _cache_dir() / f"task_lm_{cache_key({**asdict(cfg), 'seed': seed, 'v': 1}, length=12)}"
     register_float64_attention()
     if cache and (path / "config.json").exists():
         model, tok = load_lm(path)
