@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 
 from spherical_grokking import (
     area_between_curves,
+    delay_bounds,
     first_crossing,
     grokking_metrics,
     memorisation_point,
@@ -93,3 +94,23 @@ def test_memorisation_point_falls_back_to_peak_training_accuracy():
     h["train_acc"][6] = 1.0
     assert memorisation_point(h)["step"] == 600
     assert memorisation_point(h)["reached"]
+
+
+def test_delay_bounds_cover_every_censoring_case():
+    # budget 1000: (train 99 at, censored, test 95 at, censored)
+    lo, hi = delay_bounds(
+        [500, 900, 1000, 1000], [False, False, True, True], [800, 1000, 700, 1000],
+        [False, True, False, True],
+    )  # fmt: skip
+    assert lo.tolist() == [300, 100, -math.inf, -math.inf]  # never generalising: at least 100
+    assert hi.tolist() == [300, math.inf, -300, math.inf]  # test first: at most -300
+
+
+def test_a_run_that_memorises_on_the_last_step_and_never_generalises_has_no_zero_delay():
+    train = np.r_[np.zeros(10), 1.0]  # 0.99 reached at the budget's last evaluation
+    m = grokking_metrics(history(train, np.zeros(11)), budget=1000)
+    assert (m.t_train99, m.t_test95, m.delay) == (1000, 1000, 0.0)  # the row's recorded bound
+    lo, hi = delay_bounds(
+        [m.t_train99], [m.t_train99_censored], [m.t_test95], [m.t_test95_censored]
+    )
+    assert (lo[0], hi[0]) == (0.0, math.inf)  # a lower bound, not a delay of 0

@@ -18,6 +18,7 @@ __all__ = [
     "Crossing",
     "GrokMetrics",
     "area_between_curves",
+    "delay_bounds",
     "first_crossing",
     "grokking_metrics",
     "memorisation_point",
@@ -140,6 +141,31 @@ def grokking_metrics(history: Mapping[str, Sequence[float]], budget: int) -> Gro
         max_residual_norm=float(np.nanmax(resid)) if np.isfinite(resid).any() else math.nan,
         final_residual_norm=float(resid[-1]),
     )
+
+
+def delay_bounds(
+    t_train99: ArrayLike,
+    train_censored: ArrayLike,
+    t_test95: ArrayLike,
+    test_censored: ArrayLike,
+) -> tuple[np.ndarray, np.ndarray]:
+    """What is known of each run's delay ``t_test95 - t_train99`` when either time may be censored.
+
+    Returns ``(lower, upper)`` per run: exact when both times were reached; ``[budget - t_train99,
+    inf)`` when test accuracy never reached 0.95 (a run that never generalises has a delay of *at
+    least* the rest of the budget, never 0); ``(-inf, t_test95 - budget]`` when test reached 0.95 but
+    train never reached 0.99 (test came first); ``(-inf, inf)`` when neither was reached (a run that
+    neither memorised nor generalised says nothing about the delay). Censored times are recorded at
+    the budget (see :func:`first_crossing`), which is what the bounds use.
+    """
+    tr, te = np.asarray(t_train99, dtype=float), np.asarray(t_test95, dtype=float)
+    tr_c, te_c = np.asarray(train_censored, dtype=bool), np.asarray(test_censored, dtype=bool)
+    if not tr.shape == te.shape == tr_c.shape == te_c.shape:
+        raise ValueError("t_train99, t_test95 and their censoring flags must have one shape")
+    diff = te - tr  # a censored time sits at the budget, so this is the bound that is known
+    lower = np.where(tr_c, -np.inf, diff)
+    upper = np.where(te_c, np.inf, diff)
+    return lower, upper
 
 
 def memorisation_point(

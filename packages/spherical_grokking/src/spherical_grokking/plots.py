@@ -14,6 +14,9 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from paper_common import bootstrap_ci, new_figure
+from paper_common.stats import median_bounds
+
+from .metrics import delay_bounds
 
 __all__ = ["plot_curves", "plot_norms", "plot_spectra", "plot_times"]
 
@@ -64,7 +67,13 @@ def plot_curves(runs: Sequence[Run], title: str = "") -> Figure:
 def plot_times(
     rows: Sequence[Mapping[str, Any]], keys: Sequence[str] = ("t_test95", "delay")
 ) -> Figure:
-    """Per task, each arm's seeds (dots; censored: open triangles at the budget) and median with a 95% CI."""
+    """Per task, each arm's seeds and their median.
+
+    Seeds: dots; censored (a lower bound): open triangles at the bound; a delay that is unknown
+    (training never reached 0.99) is counted under the axis. Median: a square with the percentile
+    bootstrap 95% CI when no seed is censored or unknown, else an open square at the low end of what
+    the censored seeds allow, with an arrow when the median may be higher.
+    """
     tasks = list(dict.fromkeys(r["task"] for r in rows))
     fig, axes = new_figure(
         len(keys), len(tasks), size=(4.2 * len(tasks), 3.0 * len(keys)), squeeze=False
@@ -74,23 +83,37 @@ def plot_times(
             ax = axes[i][j]
             mine = [r for r in rows if r["task"] == task]
             arms = list(dict.fromkeys(r["arm"] for r in mine))
+            unknown = []
             for x, arm in enumerate(arms):
                 sel = [r for r in mine if r["arm"] == arm]
-                vals = np.array([float(r[key]) for r in sel])
-                cens = np.array([bool(r.get(f"{key}_censored", False)) for r in sel])
-                ok = np.isfinite(vals)
-                jitter = np.linspace(-0.12, 0.12, len(vals)) if len(vals) > 1 else np.zeros(1)
-                ax.scatter((x + jitter)[ok & ~cens], vals[ok & ~cens], s=14, color="0.4", zorder=3)
-                ax.scatter((x + jitter)[ok & cens], vals[ok & cens], s=28, marker="^",
+                colour = ARM_COLOURS[x % len(ARM_COLOURS)]
+                if key == "delay":
+                    cols = ("t_train99", "t_train99_censored", "t_test95", "t_test95_censored")
+                    lo, hi = delay_bounds(*([r[c] for r in sel] for c in cols))
+                else:
+                    lo = np.array([float(r[key]) for r in sel])
+                    hi = np.where([bool(r[f"{key}_censored"]) for r in sel], np.inf, lo)
+                exact, cens, ok = lo == hi, np.isfinite(lo) & ~np.isfinite(hi), np.isfinite(lo)
+                jitter = np.linspace(-0.12, 0.12, len(sel)) if len(sel) > 1 else np.zeros(1)
+                ax.scatter((x + jitter)[exact], lo[exact], s=14, color="0.4", zorder=3)
+                ax.scatter((x + jitter)[cens], lo[cens], s=28, marker="^",
                            facecolors="none", edgecolors="0.3", zorder=3)  # fmt: skip
-                if ok.sum() >= 2:
-                    ci = bootstrap_ci(vals[ok], np.median, method="percentile")
+                if (~ok).any():
+                    unknown.append(f"{arm}: {int((~ok).sum())}")
+                med = median_bounds(lo, hi)
+                if exact.all() and len(sel) >= 2:
+                    ci = bootstrap_ci(lo, np.median, method="percentile")
                     ax.errorbar(x, ci.estimate, yerr=[[ci.estimate - ci.low], [ci.high - ci.estimate]],
-                                fmt="s", color=ARM_COLOURS[x % len(ARM_COLOURS)], capsize=4, ms=6)  # fmt: skip
-                elif ok.any():
-                    ax.plot(
-                        x, np.median(vals[ok]), "s", color=ARM_COLOURS[x % len(ARM_COLOURS)], ms=6
-                    )
+                                fmt="s", color=colour, capsize=4, ms=6)  # fmt: skip
+                elif med.exact:
+                    ax.plot(x, med.low, "s", color=colour, ms=6)
+                elif np.isfinite(med.low):
+                    ax.plot(x, med.low, "s", mfc="none", mec=colour, ms=7)
+                    ax.annotate("", (x, med.low), xytext=(0, 14), textcoords="offset points",
+                                arrowprops={"arrowstyle": "<-", "color": colour})  # fmt: skip
+            if unknown:
+                ax.text(0.02, 0.02, "unknown: " + ", ".join(unknown), transform=ax.transAxes,
+                        fontsize=7, color="0.3")  # fmt: skip
             ax.set_xticks(range(len(arms)), arms, rotation=30, ha="right", fontsize=8)
             ax.set_title(task, fontsize=10)
             ax.set_ylabel(
