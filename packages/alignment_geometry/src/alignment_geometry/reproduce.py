@@ -47,7 +47,16 @@ from alignment_geometry.mitigations import (
 )
 from alignment_geometry.system import TASKS, SystemConfig, build_system, task_examples
 from alignment_geometry.toy import Toy2D, loglog_slope
-from paper_common import Claim, Report, Stopwatch, check_scale, map_jobs, new_figure, write_report
+from paper_common import (
+    Claim,
+    Report,
+    Stopwatch,
+    check_scale,
+    map_jobs,
+    new_figure,
+    pin_threads,
+    write_report,
+)
 
 __all__ = ["SCALES", "reproduce"]
 
@@ -398,6 +407,7 @@ def _lora_rows(system, batch, steps: int) -> list[dict[str, Any]]:
 
 
 # ============================================================================ report
+@pin_threads(torch=True)
 def reproduce(scale: str = "quick", seed: int = 0, out_dir: Any = None) -> Report:
     """Run the experiment at ``scale`` and return (and, with ``out_dir``, write) the report."""
     check_scale(scale)

@@ -17,7 +17,16 @@ from typing import Any
 import numpy as np
 from scipy.stats import spearmanr
 
-from paper_common import Claim, Report, Stopwatch, check_scale, map_jobs, new_figure, write_report
+from paper_common import (
+    Claim,
+    Report,
+    Stopwatch,
+    check_scale,
+    map_jobs,
+    new_figure,
+    pin_threads,
+    write_report,
+)
 
 
 @dataclass(frozen=True)
@@ -229,6 +238,7 @@ def _job(args: tuple[Any, ...]) -> dict[str, Any]:
     return row | {"job_s": time.perf_counter() - t0}
 
 
+@pin_threads(torch=True)
 def reproduce(
     scale: str = "quick", seed: int = 0, out_dir: str | os.PathLike[str] | None = None
 ) -> Report:

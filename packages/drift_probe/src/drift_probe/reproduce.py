@@ -30,7 +30,16 @@ from drift_probe.geometry import (
 from drift_probe.mechanism import mlp_logit_attribution, profile_correlation
 from drift_probe.models import SnapshotConfig, snapshots
 from drift_probe.probe import auroc, auroc_difference_bootstrap, fit_layer_probe, out_of_fold
-from paper_common import Claim, Report, Stopwatch, check_scale, map_jobs, new_figure, write_report
+from paper_common import (
+    Claim,
+    Report,
+    Stopwatch,
+    check_scale,
+    map_jobs,
+    new_figure,
+    pin_threads,
+    write_report,
+)
 from paper_common.facts import RELATIONS
 
 __all__ = ["MODEL_CUTOFFS", "SCALES", "reproduce"]
@@ -303,6 +312,7 @@ def _seed_job(job: tuple[dict[str, Any], int, str]) -> dict[str, Any]:
     }
 
 
+@pin_threads(torch=True)
 def reproduce(scale: str = "quick", seed: int = 0, out_dir: Any = None) -> Report:
     """Run the experiment at ``scale`` and return (and, with ``out_dir``, write) the report."""
     check_scale(scale)

@@ -21,7 +21,15 @@ from gcbm.explain import fidelity, graph_contributions, posthoc_rules, prepare, 
 from gcbm.lm import ConceptLM
 from gcbm.logic import Rule, predict_with_rules
 from gcbm.model import GCBM, TrainConfig, fit, predict
-from paper_common import Claim, Report, check_scale, new_figure, paired_comparison, write_report
+from paper_common import (
+    Claim,
+    Report,
+    check_scale,
+    new_figure,
+    paired_comparison,
+    pin_threads,
+    write_report,
+)
 
 
 @dataclass(frozen=True)
@@ -64,6 +72,7 @@ def _precision(rules: list[Rule], aligned: dict[str, str], label: int = 1) -> fl
     return float(np.mean([aligned.get(n) in PLANTED for n in used]))
 
 
+@pin_threads(torch=True)
 def reproduce(
     scale: str = "quick", seed: int = 0, out_dir: str | os.PathLike[str] | None = None
 ) -> Report:

@@ -26,7 +26,16 @@ import numpy as np
 from gv_gap.curves import discordance_test, learning_epoch, retention_gap
 from gv_gap.measure import two_by_two
 from gv_gap.phases import GVConfig, GVRun, run_gv
-from paper_common import Claim, Report, Stopwatch, check_scale, map_jobs, new_figure, write_report
+from paper_common import (
+    Claim,
+    Report,
+    Stopwatch,
+    check_scale,
+    map_jobs,
+    new_figure,
+    pin_threads,
+    write_report,
+)
 
 __all__ = ["PAPER_SETTINGS", "SCALES", "reproduce"]
 
@@ -188,6 +197,7 @@ def _analyse(name: str, runs: list[GVRun]) -> dict[str, Any]:
             "updating": updating}  # fmt: skip
 
 
+@pin_threads(torch=True)
 def reproduce(
     scale: str = "quick", seed: int = 0, out_dir: str | os.PathLike[str] | None = None
 ) -> Report:

@@ -49,7 +49,16 @@ from halluc_labels.labelers import (
     TokenF1,
 )
 from halluc_labels.models import GeneratorSpec, JudgeSpec, NLISpec, train_model, world_tokenizer
-from paper_common import Claim, Report, Stopwatch, check_scale, map_jobs, new_figure, write_report
+from paper_common import (
+    Claim,
+    Report,
+    Stopwatch,
+    check_scale,
+    map_jobs,
+    new_figure,
+    pin_threads,
+    write_report,
+)
 from paper_common.facts import World
 from paper_common.lm import greedy_answer, next_token_logprobs, sample, sequence_logprob
 
@@ -146,6 +155,7 @@ def _detectors(model: Any, tok: Any, answers: list[LabeledAnswer]) -> dict[str, 
     return {"answer length": length, "-mean logprob": -mean_lp, "first-token entropy": entropy}
 
 
+@pin_threads(torch=True)
 def reproduce(
     scale: str = "quick", seed: int = 0, out_dir: str | os.PathLike[str] | None = None
 ) -> Report:

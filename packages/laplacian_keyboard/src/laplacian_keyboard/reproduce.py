@@ -54,7 +54,15 @@ from laplacian_keyboard.envs import GridWorld, PointMaze
 from laplacian_keyboard.keyboard import Behaviours, build_library, project_reward, zero_shot_bounds
 from laplacian_keyboard.laplacian import laplacian_eigenvectors
 from laplacian_keyboard.mdp import optimal_policy, policy_evaluation
-from paper_common import Claim, Report, check_scale, new_figure, paired_comparison, write_report
+from paper_common import (
+    Claim,
+    Report,
+    check_scale,
+    new_figure,
+    paired_comparison,
+    pin_threads,
+    write_report,
+)
 
 log = logging.getLogger(__name__)
 
@@ -145,6 +153,7 @@ def _norm(curve: LearningCurve, opt: float) -> LearningCurve:
     return LearningCurve(curve.steps, curve.returns / opt, curve.label)
 
 
+@pin_threads(torch=True)
 def reproduce(
     scale: str = "quick", seed: int = 0, out_dir: str | os.PathLike[str] | None = None
 ) -> Report:

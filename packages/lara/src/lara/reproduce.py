@@ -38,7 +38,15 @@ from lara.efficiency import (
     plot_decoding,
     plot_efficiency,
 )
-from paper_common import Claim, Report, Stopwatch, check_scale, new_figure, write_report
+from paper_common import (
+    Claim,
+    Report,
+    Stopwatch,
+    check_scale,
+    new_figure,
+    pin_threads,
+    write_report,
+)
 
 KERNELIZED = ("performer", "rfa", "cosformer", "linear", "nystrom", "lara", "lara++")
 CAUSAL_KERNELIZED = tuple(m for m in KERNELIZED if m != "nystrom")
@@ -140,6 +148,7 @@ def _estimator_rows(teacher: Any, tok: Any, texts: list[str], cfg: Scale) -> lis
     return rows
 
 
+@pin_threads(torch=True)
 def reproduce(
     scale: str = "quick", seed: int = 0, out_dir: str | os.PathLike[str] | None = None
 ) -> Report:

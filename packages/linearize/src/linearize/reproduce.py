@@ -35,7 +35,16 @@ from linearize.evaluate import fact_accuracy, task_scores
 from linearize.student import LinearizeConfig, zero_state
 from linearize.tasks import TASKS, make_task
 from linearize.teachers import TeacherSpec, recall_teacher
-from paper_common import Claim, Report, Stopwatch, check_scale, map_jobs, new_figure, write_report
+from paper_common import (
+    Claim,
+    Report,
+    Stopwatch,
+    check_scale,
+    map_jobs,
+    new_figure,
+    pin_threads,
+    write_report,
+)
 from paper_common.stats import bootstrap_ci
 
 __all__ = ["SCALES", "reproduce", "variants"]
@@ -304,6 +313,7 @@ def _mean_ci(x: list[float]) -> tuple[float, float, float]:
     return float(a.mean()), ci.low, ci.high
 
 
+@pin_threads(torch=True)
 def reproduce(
     scale: str = "quick", seed: int = 0, out_dir: str | os.PathLike[str] | None = None
 ) -> Report:

@@ -36,7 +36,15 @@ from lora_alpha.diagnostics import (
 from lora_alpha.sweep import PowerLawFit, SweepResult, fit_optimal_alpha, scaling_interaction, sweep
 from lora_alpha.tasks import ClassificationTask, KnowledgeInjectionTask, RegressionTask, Task
 from lora_alpha.train import finetune
-from paper_common import Claim, Report, Stopwatch, check_scale, new_figure, write_report
+from paper_common import (
+    Claim,
+    Report,
+    Stopwatch,
+    check_scale,
+    new_figure,
+    pin_threads,
+    write_report,
+)
 
 SMALL_LR = 1e-4
 BASE_ALPHA = 16.0
@@ -146,6 +154,7 @@ def _win(a: dict[str, Any], b: dict[str, Any]) -> bool:
     return a["loss"] < b["loss"]
 
 
+@pin_threads(torch=True)
 def reproduce(
     scale: str = "quick", seed: int = 0, out_dir: str | os.PathLike[str] | None = None
 ) -> Report:

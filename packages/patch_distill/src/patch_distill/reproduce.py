@@ -18,7 +18,16 @@ from typing import Any
 import numpy as np
 from scipy.stats import spearmanr
 
-from paper_common import Claim, Report, Stopwatch, check_scale, map_jobs, new_figure, write_report
+from paper_common import (
+    Claim,
+    Report,
+    Stopwatch,
+    check_scale,
+    map_jobs,
+    new_figure,
+    pin_threads,
+    write_report,
+)
 
 from .config import PretrainConfig
 from .data import ImageSet, SyntheticShapes, view_pair
@@ -118,6 +127,7 @@ def _job(args: tuple[Any, ...]) -> dict[str, Any]:
     return row
 
 
+@pin_threads(torch=True)
 def reproduce(
     scale: str = "quick", seed: int = 0, out_dir: str | os.PathLike[str] | None = None
 ) -> Report:

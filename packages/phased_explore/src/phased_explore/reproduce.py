@@ -18,7 +18,15 @@ from typing import Any
 
 import numpy as np
 
-from paper_common import Claim, Report, Stopwatch, check_scale, new_figure, write_report
+from paper_common import (
+    Claim,
+    Report,
+    Stopwatch,
+    check_scale,
+    new_figure,
+    pin_threads,
+    write_report,
+)
 
 from .algorithms import RFUCRL, BlockExplorer, LayerwiseExplorer, OracleExplorer, UniformExplorer
 from .lower_bound import lock_success_probability, minimal_agents
@@ -54,6 +62,7 @@ def _slope(x: list[float], y: list[float]) -> float:
     return float(np.polyfit(np.log(x), np.log(y), 1)[0])
 
 
+@pin_threads()
 def reproduce(
     scale: str = "quick", seed: int = 0, out_dir: str | os.PathLike[str] | None = None
 ) -> Report:

@@ -16,7 +16,16 @@ from typing import Any
 import numpy as np
 import torch
 
-from paper_common import Claim, Report, Stopwatch, check_scale, map_jobs, new_figure, write_report
+from paper_common import (
+    Claim,
+    Report,
+    Stopwatch,
+    check_scale,
+    map_jobs,
+    new_figure,
+    pin_threads,
+    write_report,
+)
 from paper_common.facts import RELATIONS, World
 from paper_common.lm import fact_lm
 from rce.attacks import BUDGETS
@@ -243,6 +252,7 @@ def _rate(x: np.ndarray) -> tuple[float, float, float, int]:
     return float(x.mean()), lo, hi, len(x)
 
 
+@pin_threads(torch=True)
 def reproduce(
     scale: str = "quick", seed: int = 0, out_dir: str | os.PathLike[str] | None = None
 ) -> Report:

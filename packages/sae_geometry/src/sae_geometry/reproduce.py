@@ -26,7 +26,15 @@ from typing import Any
 import numpy as np
 from scipy.stats import spearmanr
 
-from paper_common import Claim, Report, Stopwatch, check_scale, new_figure, write_report
+from paper_common import (
+    Claim,
+    Report,
+    Stopwatch,
+    check_scale,
+    new_figure,
+    pin_threads,
+    write_report,
+)
 from sae_geometry.data import SyntheticLayer, flat_torus, round_sphere, synthetic_layer
 from sae_geometry.geometry import (
     SUMMARIES,
@@ -299,6 +307,7 @@ def _spearman_ci(y: np.ndarray, pred: np.ndarray, seed: int = 0, n: int = 2000) 
 
 
 # ============================================================================ run
+@pin_threads(torch=True)
 def reproduce(
     scale: str = "quick", seed: int = 0, out_dir: str | os.PathLike[str] | None = None
 ) -> Report:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-from paper_common import Claim, Report, check_scale, new_figure, write_report
+from paper_common import Claim, Report, check_scale, new_figure, pin_threads, write_report
 from screening.costs import optimal_split
 from screening.planners import (
     NoScreening,
@@ -81,6 +81,7 @@ def baselines(seed: int) -> list[Planner]:
     return [NoScreening(), ScreenTop(), ScreenUncertain(), ScreenRandom(seed), ScreenOnly(seed)]
 
 
+@pin_threads()
 def reproduce(
     scale: str = "quick", seed: int = 0, out_dir: str | os.PathLike[str] | None = None
 ) -> Report:

@@ -22,7 +22,16 @@ import numpy as np
 import torch
 from scipy.stats import mannwhitneyu, spearmanr, wilcoxon
 
-from paper_common import Claim, Report, Stopwatch, check_scale, map_jobs, new_figure, write_report
+from paper_common import (
+    Claim,
+    Report,
+    Stopwatch,
+    check_scale,
+    map_jobs,
+    new_figure,
+    pin_threads,
+    write_report,
+)
 from skill_commutator.baselines import PREDICTORS, readout_move
 from skill_commutator.commutator import loglog_slope, noisy_flow, ordered_commutator, richardson
 from skill_commutator.compose import (
@@ -341,6 +350,7 @@ def _pair_matrix(results: list[dict[str, Any]], key: str) -> np.ndarray:
     return np.array([[p[key] for p in r["pairs"]] for r in results])
 
 
+@pin_threads(torch=True)
 def reproduce(
     scale: str = "quick", seed: int = 0, out_dir: str | os.PathLike[str] | None = None
 ) -> Report:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 from matplotlib.ticker import NullFormatter
 
-from paper_common import Claim, Report, check_scale, new_figure, write_report
+from paper_common import Claim, Report, check_scale, new_figure, pin_threads, write_report
 from spacer.base import FrequencySketch
 from spacer.baselines import (
     CountMin,
@@ -163,6 +163,7 @@ def _grid(
     return out
 
 
+@pin_threads()
 def reproduce(
     scale: str = "quick", seed: int = 0, out_dir: str | os.PathLike[str] | None = None
 ) -> Report:

@@ -30,6 +30,7 @@ from paper_common import (
     map_jobs,
     new_figure,
     paired_comparison,
+    pin_threads,
     write_report,
 )
 from vepo.metrics import evaluate_policy
@@ -82,6 +83,7 @@ def _ks(n: int) -> tuple[int, ...]:
     return tuple(k for k in (1, 8, 16) if k <= n) or (1,)
 
 
+@pin_threads(torch=True)
 def reproduce(
     scale: str = "quick", seed: int = 0, out_dir: str | os.PathLike[str] | None = None
 ) -> Report:
