@@ -1,5 +1,6 @@
 """Scoring tools on real (tiny, randomly initialised) Llama, Qwen2 and GPT-2 models."""
 
+import copy
 import json
 
 import pytest
@@ -61,6 +62,27 @@ def test_token_rank_equals_brute_force_argsort():
     ranks_np = lm.token_rank(lp.numpy(), ids.numpy())
     assert ranks_np.tolist() == brute.tolist()
     assert lm.token_rank(lp, lp.argmax(1)).tolist() == [1] * 20
+
+
+def test_a_nan_score_never_ranks_first():
+    lp = torch.tensor([[0.0, -1.0, -2.0], [float("nan")] * 3, [float("nan"), -1.0, -2.0]])
+    # a diverged (all-NaN) row used to give every token rank 1
+    assert lm.token_rank(lp, torch.tensor([0, 0, 1])).tolist() == [1, 3, 2]
+
+
+def test_answer_rank_of_a_diverged_model_is_last(model, tok, world):
+    items = world.qa_pairs("train")[:3]
+    cities = world.entities["city"][:4]
+    broken = copy.deepcopy(model)
+    with torch.no_grad():
+        for p in broken.parameters():
+            p.fill_(float("nan"))
+    res = lm.answer_rank(
+        broken, tok, [q.question for q in items], [q.answer for q in items], cities
+    )
+    n = [len({q.answer, *cities}) for q in items]
+    assert res.sequence_rank.tolist() == n
+    assert (res.first_token_rank > 1).all()
 
 
 def test_sequence_logprob_is_the_sum_of_token_logprobs(model, tok, prompts):

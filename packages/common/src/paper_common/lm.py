@@ -816,8 +816,10 @@ def next_token_logprobs(
 def token_rank(logprobs: torch.Tensor | np.ndarray, token_ids: Any) -> torch.Tensor | np.ndarray:
     """Rank of ``token_ids[i]`` in row ``i`` of ``logprobs`` (``(n, vocab)``): 1 = the top token.
 
-    Ties count in the token's favour (rank = 1 + number of strictly higher tokens). Returns the
-    same array type as ``logprobs``.
+    Ties count in the token's favour (rank = 1 + number of strictly higher tokens). A NaN score
+    ranks below everything: a token whose own score is NaN gets the last rank, and a NaN elsewhere
+    in the row counts as higher (a diverged model never ranks an answer first). Returns the same
+    array type as ``logprobs``.
     """
     is_numpy = isinstance(logprobs, np.ndarray)
     lp = torch.as_tensor(logprobs)
@@ -830,7 +832,9 @@ def token_rank(logprobs: torch.Tensor | np.ndarray, token_ids: Any) -> torch.Ten
     if ids.numel() and (ids.min() < 0 or ids.max() >= lp.shape[1]):
         raise ValueError(f"token ids must be in [0, {lp.shape[1]})")
     target = lp.gather(1, ids[:, None])
-    ranks = 1 + (lp > target).sum(1)
+    higher = (lp > target) | lp.isnan() | target.isnan()
+    higher.scatter_(1, ids[:, None], False)  # the token itself
+    ranks = 1 + higher.sum(1)
     return ranks.numpy() if is_numpy else ranks
 
 
@@ -934,9 +938,9 @@ def answer_rank(
     cand_lp = (
         sequence_logprob(model, tok, flat_p, flat_c, batch_size).numpy() if flat_p else np.zeros(0)
     )
-    higher = np.bincount(
-        owner_arr, weights=(cand_lp > result.answer_logprob[owner_arr]), minlength=len(prompts)
-    )
+    own = result.answer_logprob[owner_arr]
+    beats = (cand_lp > own) | np.isnan(cand_lp) | np.isnan(own)  # NaN never ranks the answer up
+    higher = np.bincount(owner_arr, weights=beats, minlength=len(prompts))
     result.sequence_rank = 1 + higher.astype(int)
     result.candidate_logprobs = [cand_lp[owner_arr == i] for i in range(len(prompts))]
     return result
