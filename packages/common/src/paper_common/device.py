@@ -102,14 +102,15 @@ def seed_everything(seed: int) -> np.random.Generator:
 
 def thread_info() -> dict[str, Any]:
     """The thread counts that change floating-point results: torch's intra-op threads (when torch
-    is imported), each BLAS library's threads, and the CPU's vector instruction set as torch sees it.
+    is imported), the BLAS and OpenMP libraries' threads, and the CPU's vector instruction set as
+    torch sees it.
     Reports record them; model caches are keyed by them."""
     from threadpoolctl import threadpool_info
 
+    pools = threadpool_info()
     info: dict[str, Any] = {
-        "blas_threads": sorted(
-            {p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"}
-        ),
+        f"{api}_threads": sorted({p["num_threads"] for p in pools if p["user_api"] == api})
+        for api in ("blas", "openmp")
     }
     torch = sys.modules.get("torch")
     if torch is not None:
@@ -120,8 +121,8 @@ def thread_info() -> dict[str, Any]:
 
 @contextlib.contextmanager
 def pinned_threads(n: int | None, torch: bool | None = None) -> Iterator[None]:
-    """Run the block with torch's intra-op threads and the BLAS libraries' threads set to ``n``,
-    restored after; ``None`` leaves them as the environment set them.
+    """Run the block with torch's intra-op threads and the BLAS and OpenMP libraries' threads set to
+    ``n``, restored after; ``None`` leaves them as the environment set them.
 
     The order of a parallel reduction depends on the thread count, so a model trained with 1 thread
     differs from one trained with 2 (and can flip a claim). Pinning makes a result independent of the
@@ -141,7 +142,7 @@ def pinned_threads(n: int | None, torch: bool | None = None) -> Iterator[None]:
     if lib is not None:
         lib.set_num_threads(n)
     try:
-        with threadpool_limits(limits=n, user_api="blas"):
+        with threadpool_limits(limits=n):  # BLAS and OpenMP (scikit-learn's, torch's libgomp)
             yield
     finally:
         if lib is not None and before is not None:
