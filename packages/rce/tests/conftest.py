@@ -10,6 +10,16 @@ from paper_common.lm import build_tokenizer, fact_lm, tiny_causal_lm  # noqa: E4
 from rce.reproduce import SCALES  # noqa: E402
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _one_thread():
+    """Every test with one torch/BLAS thread, as the smoke reproduce runs: trained models (and the
+    fact LM's cache key) and the numbers the tests check do not depend on the machine's cores."""
+    from paper_common.device import pinned_threads
+
+    with pinned_threads(1, torch=True):
+        yield
+
+
 @pytest.fixture(scope="session")
 def small_world():
     return World(seed=5, n_people=12, n_cities=10, n_companies=4, n_countries=3)

@@ -5,10 +5,11 @@ import json
 import numpy as np
 import pytest
 
-pytest.importorskip("torch")
+torch = pytest.importorskip("torch")
 
-from paper_common import Report
-from rce.reproduce import SCALES, _seed_job, reproduce
+from paper_common import Report  # noqa: E402
+from paper_common.device import pinned_threads  # noqa: E402
+from rce.reproduce import SCALES, _seed_job, reproduce  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -57,5 +58,73 @@ def test_the_ft_editor_runs_in_the_experiment(fact_model):
     assert set(run["results"]) == {"ft/none", "ft/rce"}
     assert run["restored"]
     none = run["results"]["ft/none"]
+    # measured (1 thread, torch 2.15): top-1 0.875 after vs 0.0 before; true ranks after the edit
+    # [2, 3, 4, 7, 7, 20, 37, 40], median 7 against the threshold 1: wide margins, not a knife edge
     assert none["target_top1"].mean() > run["before"]["target_top1"].mean()
     assert np.median(none["true_rank"]) > 1  # the edit moved the true answer off the top
+
+
+def test_the_seed_job_runs_with_one_thread_whatever_the_workers(monkeypatch):
+    import rce.reproduce as rr
+
+    seen = []
+    monkeypatch.setattr(rr, "_run_seed", lambda cfg, seed: seen.append(torch.get_num_threads()))
+    with pinned_threads(2, torch=True):
+        for workers in (1, 3):
+            rr._seed_job(({**SCALES["smoke"], "workers": workers}, 0))
+        assert torch.get_num_threads() == 2  # restored for the parent
+    assert seen == [1, 1]
+
+
+def test_fact_token_ties_go_to_the_first_lookup_token():
+    from rce.editing import TRACE_TIE_TOL, TraceResult
+    from rce.reproduce import _pick_fact_token
+
+    def trace(top):
+        return TraceResult(np.array([0.0, top]), 0.9, 0.1)
+
+    tied = {"subject_last": trace(0.2), "last": trace(0.2 + TRACE_TIE_TOL / 10)}
+    assert _pick_fact_token(tied) == "subject_last"
+    clear = {"subject_last": trace(0.2), "last": trace(0.25)}
+    assert _pick_fact_token(clear) == "last"
+
+
+def test_claim5_with_nothing_to_lower_is_undecided_not_refuted():
+    from rce.reproduce import _lowers_claim
+
+    # HP and PD lowered, but IR never succeeded with or without RCE: 0 - 0 is not "< 0"
+    pairs = [
+        (0.1, 0.5, "rome", "hp", 10),
+        (0.0, 0.3, "rome", "pd", 10),
+        (0.0, 0.0, "rome", "ir", 20),
+    ]
+    claim = _lowers_claim(pairs)
+    assert not claim.supported
+    assert claim.value == pytest.approx(-0.3)
+    assert claim.note.startswith("undecided: 1 of 3 pairs (rome ir@20)")
+    # the same pairs without the 0-0 one: supported
+    assert _lowers_claim(pairs[:2]).supported
+    # a pair that got worse refutes, whatever else is undecided
+    worse = _lowers_claim([(0.2, 0.1, "rome", "hp", 10), (0.0, 0.0, "rome", "ir", 20)])
+    assert not worse.supported
+    assert "refuted" in worse.note
+    # nothing to lower anywhere: not measured
+    none = _lowers_claim([(0.0, 0.0, "memit", "hp", 10)])
+    assert none.value is None
+    assert not none.supported
+    assert none.note.startswith("not measured")
+
+
+def test_claim6_without_a_rome_reference_is_not_measured():
+    from rce.reproduce import _fidelity_claim
+
+    row = {"target_top1": 1.0, "paraphrase": 0.9, "neighbour_drop": 0.0, "utility_drop": 0.0}
+    assert _fidelity_claim("rome", row, 0.9).supported
+    # MEMIT alone: no ROME paraphrase reference. Before, `0.9 >= nan - 0.05` was silently False
+    claim = _fidelity_claim("memit", row, float("nan"))
+    assert claim.value is None
+    assert not claim.supported
+    assert "not measured: paraphrase reference" in claim.note
+    claim = _fidelity_claim("rome", {**row, "neighbour_drop": float("nan")}, 0.9)
+    assert not claim.supported
+    assert "not measured: neighbourhood drop" in claim.note

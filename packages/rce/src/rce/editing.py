@@ -54,6 +54,7 @@ __all__ = [
     "apply_rank_one",
     "context_templates",
     "edit",
+    "first_argmax",
     "memit_solve",
     "revs_demote",
     "rome_keys",
@@ -749,7 +750,7 @@ def revs_demote(
             cols = W[:, active].float()
             proj = U @ cols  # (V, m)
             s_rank = 1 + (proj > proj[s]).sum(0)
-            chosen = active[s_rank.argsort()[:n_neurons]]
+            chosen = _promoting_neurons(active, s_rank, n_neurons)
             cols = W[:, chosen].float()
             for _ in range(max_iter):
                 proj = U @ cols
@@ -764,7 +765,33 @@ def revs_demote(
     return saved
 
 
+def _promoting_neurons(active: torch.Tensor, s_rank: torch.Tensor, n: int) -> torch.Tensor:
+    """The ``n`` neurons of ``active`` (ordered by activation, largest first) whose projection ranks
+    the true token highest (``s_rank``, integer ranks, so ties are common): ties go to the more
+    active neuron, by a stable sort, not to whatever order an unstable sort leaves."""
+    return active[torch.argsort(s_rank, stable=True)[:n]]
+
+
 # ============================================================================ tracing
+TRACE_TIE_TOL = 1e-4
+"""Causal-tracing effects (differences of mean probabilities) closer than this to the largest are
+a tie, broken towards the first candidate (lowest block, first fact token): differences this small
+are rounding noise (the thread count, the BLAS), not where the model recalls facts."""
+
+
+def first_argmax(values: Sequence[float] | np.ndarray, tol: float = TRACE_TIE_TOL) -> int:
+    """Index of the first value within ``tol`` of the largest (an explicit tie rule, unlike
+    ``np.argmax``'s exact comparison that rounding noise can flip). NaN raises ``ValueError``."""
+    v = np.asarray(values, dtype=float)
+    if v.ndim != 1 or v.size == 0:
+        raise ValueError(f"values must be a non-empty 1-D sequence; got shape {v.shape}")
+    if np.isnan(v).any():
+        raise ValueError(f"values contain NaN at {np.flatnonzero(np.isnan(v)).tolist()}")
+    if not tol >= 0:
+        raise ValueError(f"tol must be >= 0; got {tol}")
+    return int(np.flatnonzero(v >= v.max() - tol)[0])
+
+
 @dataclass
 class TraceResult:
     """ROME's causal trace: ``effect[l]`` = mean p(true) with block l's MLP output restored at the
@@ -776,7 +803,9 @@ class TraceResult:
 
     @property
     def best(self) -> int:
-        return int(np.argmax(self.effect))
+        """The block with the largest effect; blocks within :data:`TRACE_TIE_TOL` of it tie, and
+        the lowest of them wins (:func:`first_argmax`)."""
+        return first_argmax(self.effect)
 
 
 def trace_layers(

@@ -108,7 +108,9 @@ def evaluate_requests(
         owner = torch.tensor([i for _, _, i in neigh])
         hits = torch.zeros(n).index_add_(0, owner, ok)
         counts = torch.zeros(n).index_add_(0, owner, torch.ones_like(ok))
-        out["neighbour_acc"] = (hits / counts.clamp(min=1)).numpy()
+        # a request without neighbours has no neighbourhood accuracy (NaN), not 0
+        acc = torch.where(counts > 0, hits / counts.clamp(min=1), torch.nan)
+        out["neighbour_acc"] = acc.numpy()
     else:
         out["neighbour_acc"] = np.full(n, np.nan)
     if utility:

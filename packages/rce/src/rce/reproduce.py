@@ -26,6 +26,7 @@ from paper_common import (
     pin_threads,
     write_report,
 )
+from paper_common.device import pinned_threads
 from paper_common.facts import RELATIONS, World
 from paper_common.lm import fact_lm
 from rce.attacks import BUDGETS
@@ -36,6 +37,7 @@ from rce.editing import (
     apply_rank_one,
     context_templates,
     edit,
+    first_argmax,
     revs_demote,
     rome_updates,
     second_moment,
@@ -161,9 +163,13 @@ def _cells(cfg: dict[str, Any]) -> list[tuple[str, str]]:
 
 
 def _seed_job(job: tuple[dict[str, Any], int]) -> dict[str, Any]:
-    cfg, seed = job
-    if cfg["workers"] > 1:
-        torch.set_num_threads(1)
+    # one thread whether the job runs in a worker or in this process, so a seed's numbers (and the
+    # fact LM's cache key) do not depend on ``workers``
+    with pinned_threads(1, torch=True):
+        return _run_seed(*job)
+
+
+def _run_seed(cfg: dict[str, Any], seed: int) -> dict[str, Any]:
     watch = Stopwatch()
     world = World(seed=seed, **cfg["world"])
     model, tok = fact_lm(
@@ -185,8 +191,8 @@ def _seed_job(job: tuple[dict[str, Any], int]) -> dict[str, Any]:
         ft: trace_layers(model, tok, requests[:20], seed=seed, fact_token=ft)
         for ft in ("subject_last", "last")
     }
-    fact_token = max(traces, key=lambda ft: traces[ft].effect.max())
-    layer = traces[fact_token].best
+    fact_token = _pick_fact_token(traces)
+    layer = traces[fact_token].best  # the lowest block within TRACE_TIE_TOL of the largest effect
     memit_layers = tuple(sorted({max(0, layer - 1), layer}))
     C = {lay: second_moment(model, tok, texts, lay) for lay in memit_layers}
     rome_cfg = ROMEConfig(layer=layer, fact_token=fact_token, **cfg["rome"])
@@ -240,6 +246,13 @@ def _seed_job(job: tuple[dict[str, Any], int]) -> dict[str, Any]:
         "vocab": len(tok),
         "laps": watch.laps,
     }
+
+
+def _pick_fact_token(traces: dict[str, Any]) -> str:
+    """The lookup token whose strongest block has the larger causal effect; within
+    ``TRACE_TIE_TOL`` it is a tie and the first in ``traces``' order (``subject_last``) wins."""
+    names = list(traces)
+    return names[first_argmax([float(traces[ft].effect.max()) for ft in names])]
 
 
 def _pool(runs: list[dict[str, Any]], cell: str) -> dict[str, np.ndarray]:
@@ -450,45 +463,90 @@ def _claims(
         )
     )
     # 5. and generalises: HP, PD and IR succeed less often than against the same editor without RCE
-    diffs = []
-    for e in editors:
-        for attack, b in (("hp", 10), ("pd", 10), ("ir", 20)):
-            if f"success/{attack}/{b}" in pooled[f"{e}/rce"]:
-                diffs.append(
-                    (asr(f"{e}/rce", attack, b) - asr(f"{e}/none", attack, b), e, attack, b)
-                )
-    worst5 = max(diffs)
-    report.add_claim(
-        Claim.threshold(
-            "RCE also lowers the head-projection, probability-delta and rephrasing attacks",
-            "max over editors and attacks of ASR(RCE) - ASR(no defence) (HP, PD at B=10; IR at 20)",
-            worst5[0],
-            "<",
-            0.0,
-            "; ".join(f"{e} {a}@{b}: {d:+.2f}" for d, e, a, b in diffs),
-        )
-    )
+    pairs = [
+        (asr(f"{e}/rce", attack, b), asr(f"{e}/none", attack, b), e, attack, b)
+        for e in editors
+        for attack, b in (("hp", 10), ("pd", 10), ("ir", 20))
+        if f"success/{attack}/{b}" in pooled[f"{e}/rce"]
+    ]
+    report.add_claim(_lowers_claim(pairs))
     # 6. fidelity with RCE
     rome_para = row["rome/none"]["paraphrase"] if "rome/none" in row else float("nan")
     for e in editors:
-        r = row[f"{e}/rce"]
-        ok = (
-            r["target_top1"] >= 0.95
-            and r["paraphrase"] >= rome_para - 0.05
-            and r["neighbour_drop"] <= 0.02
-            and r["utility_drop"] <= 0.01
+        report.add_claim(_fidelity_claim(e, row[f"{e}/rce"], rome_para))
+
+
+def _lowers_claim(pairs: list[tuple[float, float, str, str, int]]) -> Claim:
+    """Claim 5 from ``(ASR with RCE, ASR without defence, editor, attack, B)`` per pair.
+
+    An attack that never succeeds without a defence (ASR 0 there and 0 with RCE) gives nothing to
+    lower: the strict ``<`` would count it as a failure although nothing got worse, so such a pair
+    is reported as undecided and the claim cannot be supported; the value is the largest difference
+    over the other pairs (``None`` if there are none)."""
+    statement = "RCE also lowers the head-projection, probability-delta and rephrasing attacks"
+    metric = "max over editors and attacks of ASR(RCE) - ASR(no defence) (HP, PD at B=10; IR at 20)"
+    undecided = [(e, a, b) for rce, none, e, a, b in pairs if rce == 0 and none == 0]
+    decided = [(rce - none, e, a, b) for rce, none, e, a, b in pairs if rce != 0 or none != 0]
+    detail = "; ".join(f"{e} {a}@{b}: {rce - none:+.2f}" for rce, none, e, a, b in pairs)
+    if not decided:
+        return Claim(
+            statement,
+            metric,
+            None,
+            "< 0",
+            False,
+            "not measured: every attack has ASR 0 with and without RCE, nothing to lower; "
+            + detail,
         )
-        report.add_claim(
-            Claim(
-                f"{e.upper()} + RCE keeps edit fidelity and utility",
-                "sanitized target top-1 on the edit prompt",
-                r["target_top1"],
-                "top-1 >= 0.95, paraphrase >= ROME's - 0.05, neighbourhood drop <= 0.02, utility drop <= 0.01",
-                bool(ok),
-                f"paraphrase {r['paraphrase']:.2f} (ROME no defence {rome_para:.2f}); neighbourhood drop "
-                f"{r['neighbour_drop']:+.3f}; utility drop {r['utility_drop']:+.3f}",
-            )
-        )
+    worst = max(decided)
+    claim = Claim.threshold(statement, metric, worst[0], "<", 0.0, detail)
+    if not undecided:
+        return claim
+    names = ", ".join(f"{e} {a}@{b}" for e, a, b in undecided)
+    return Claim(
+        statement,
+        metric,
+        worst[0],
+        claim.target,
+        False,
+        f"undecided: {len(undecided)} of {len(pairs)} pairs ({names}) have ASR 0 with and without "
+        f"RCE, so there was nothing to lower; max over the other pairs {worst[0]:+.2f}"
+        + (" (already >= 0, refuted)" if not claim.supported else "")
+        + f"; {detail}",
+    )
+
+
+def _fidelity_claim(editor: str, r: dict[str, Any], rome_para: float) -> Claim:
+    """Claim 6 for one editor from its ``editor/rce`` summary row; ``rome_para`` is ROME's
+    paraphrase rate without a defence, the reference. A part that is NaN (no ROME cell in the run,
+    no paraphrase prompts, no neighbours, no utility questions) is not measured, so the claim is
+    not supported, and the note says which part."""
+    parts = {
+        "target top-1": r["target_top1"],
+        "paraphrase": r["paraphrase"],
+        "paraphrase reference (ROME, no defence)": rome_para,
+        "neighbourhood drop": r["neighbour_drop"],
+        "utility drop": r["utility_drop"],
+    }
+    missing = [name for name, v in parts.items() if v is None or np.isnan(v)]
+    detail = (
+        f"top-1 {r['target_top1']:.2f}; paraphrase {r['paraphrase']:.2f} (ROME no defence {rome_para:.2f}); neighbourhood drop "
+        f"{r['neighbour_drop']:+.3f}; utility drop {r['utility_drop']:+.3f}"
+    )
+    ok = not missing and (
+        r["target_top1"] >= 0.95
+        and r["paraphrase"] >= rome_para - 0.05
+        and r["neighbour_drop"] <= 0.02
+        and r["utility_drop"] <= 0.01
+    )
+    return Claim(
+        f"{editor.upper()} + RCE keeps edit fidelity and utility",
+        "sanitized target top-1 on the edit prompt",
+        None if missing else r["target_top1"],
+        "top-1 >= 0.95, paraphrase >= ROME's - 0.05, neighbourhood drop <= 0.02, utility drop <= 0.01",
+        bool(ok),
+        (f"not measured: {', '.join(missing)}; " if missing else "") + detail,
+    )
 
 
 def _figures(
