@@ -8,6 +8,16 @@ from drift_probe.data import drift_world, unseen_subjects  # noqa: E402
 from paper_common.lm import build_tokenizer, tiny_causal_lm  # noqa: E402
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _one_thread():
+    """Every test with one torch/BLAS thread, as the smoke reproduce runs: trained snapshots (and
+    their cache keys) do not depend on the machine's cores."""
+    from paper_common.device import pinned_threads
+
+    with pinned_threads(1, torch=True):
+        yield
+
+
 @pytest.fixture(scope="session")
 def world():
     return drift_world(seed=3, n_people=30, n_cities=12, n_companies=8, n_countries=4)

@@ -97,3 +97,32 @@ def test_bad_input_raises():
         fit_layer_probe(x[:, None, :], y, groups, layers=[1])
     with pytest.raises(ValueError, match="binary"):
         auroc([0, 1, 2], [0.1, 0.2, 0.3])
+
+
+def _rare_positives(positive_groups, seed=0):
+    """Layer 1 informative, 0 and 2 noise; positives only in a few subjects (4 items each)."""
+    rng = np.random.default_rng(seed)
+    groups = np.repeat(np.arange(30), 4)
+    y = np.isin(groups, positive_groups).astype(int)
+    x = rng.normal(size=(len(y), 4))
+    x[:, 0] += 3 * y
+    hidden = np.stack([rng.normal(size=x.shape), x, rng.normal(size=x.shape)], axis=1)
+    return hidden, y, groups
+
+
+@pytest.mark.filterwarnings("ignore")  # sklearn warns about single-class CV folds in the C search
+def test_a_fold_without_a_two_class_inner_split_does_not_default_to_layer_0():
+    hidden, y, groups = _rare_positives([3, 17, 25])
+    res = fit_layer_probe(hidden, y, groups, seed=0)
+    # two outer folds leave one positive subject in training: no inner split has both classes on
+    # both sides. Their all-zero curve used to pick layer 0; they now take the others' mean curve
+    assert res.blind_folds == 2
+    assert res.fold_layers == [1, 1, 1, 1, 1]
+    assert int(np.argmax(res.layer_auroc)) == 1
+    assert np.all(np.isfinite(res.layer_auroc))
+
+
+def test_a_layer_that_no_fold_can_choose_raises():
+    hidden, y, groups = _rare_positives([3])  # one positive subject: every inner split is blind
+    with pytest.raises(ValueError, match="layer cannot be chosen"):
+        fit_layer_probe(hidden, y, groups, seed=0)

@@ -2,6 +2,7 @@
 
 import json
 
+import numpy as np
 import pytest
 
 pytest.importorskip("torch")
@@ -50,3 +51,54 @@ def test_same_seed_same_report(smoke, tmp_path):
         [c.to_dict() for c in report.claims]
     )
     assert again.tables["drift_auroc"] == report.tables["drift_auroc"]
+
+
+def test_seed_job_runs_with_one_thread_whatever_the_workers(monkeypatch):
+    import torch
+
+    import drift_probe.reproduce as dr
+    from paper_common.device import pinned_threads
+
+    seen = []
+    monkeypatch.setattr(dr, "_run_seed", lambda cfg, s, arch: seen.append(torch.get_num_threads()))
+    with pinned_threads(2, torch=True):
+        dr._seed_job(({**SCALES["smoke"], "workers": 1}, 0, "llama"))
+        assert torch.get_num_threads() == 2
+    assert seen == [1]
+
+
+def test_a_constant_score_makes_its_correlation_not_measured():
+    from drift_probe.reproduce import _correlation_claim
+
+    names = ["correctness_probe", "token_entropy", "semantic_entropy"]
+    # semantic entropy constant on one model (r undefined): nanmax used to drop it silently
+    rs = np.array([[0.05, -0.1, np.nan], [0.02, 0.12, 0.04]])
+    claim = _correlation_claim(names, rs)
+    assert not claim.supported
+    assert claim.value == pytest.approx(0.12)
+    assert "not measured for semantic_entropy on 1 of 2 models" in claim.note
+    assert _correlation_claim(names, np.nan_to_num(rs)).supported
+    none = _correlation_claim(names, np.full((2, 3), np.nan))
+    assert none.value is None
+    assert none.note.startswith("not measured")
+
+
+def test_profile_claim_needs_every_model():
+    from drift_probe.reproduce import _profile_claim
+
+    assert _profile_claim(np.array([0.9, 0.95]), 3).supported
+    # a model with < 5 stale items (NaN) was dropped by nanmin: 0.9 "supported" on one model of 2
+    claim = _profile_claim(np.array([0.9, np.nan]), 3)
+    assert claim.value is None
+    assert not claim.supported
+    assert claim.note.startswith("not measured: 1 of 2 models")
+    assert _profile_claim(np.array([np.nan, np.nan]), 0).value is None
+
+
+def test_profile_figure_without_any_profile():
+    from drift_probe.reproduce import _profile_figure
+
+    runs = [{"profiles": {"stale": None, "confabulation": None}}] * 2
+    _profile_figure(runs)  # was StopIteration after the claims, and the report was lost
+    some = [{"profiles": {"stale": None, "confabulation": np.ones(3)}}, *runs]
+    assert len(_profile_figure(some).axes[0].lines) == 2  # the mean and the one model

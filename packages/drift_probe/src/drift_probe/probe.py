@@ -215,7 +215,9 @@ class LayerProbeResult:
 
     ``layer``: the layer chosen most often (then refitted on all items as ``probe``);
     ``fold_layers``: each fold's choice; ``layer_auroc``: validation AUROC of every layer, averaged
-    over folds (the by-layer curve); ``auroc``/``ci``: of the out-of-fold scores.
+    over the inner splits with both classes on each side and over folds (the by-layer curve);
+    ``auroc``/``ci``: of the out-of-fold scores; ``blind_folds``: outer folds where no inner split
+    had both classes, which took the layer of the other folds' mean curve.
     """
 
     scores: np.ndarray
@@ -225,6 +227,7 @@ class LayerProbeResult:
     auroc: float
     ci: tuple[float, float]
     probe: LinearProbe = field(repr=False)
+    blind_folds: int = 0
 
 
 def fit_layer_probe(
@@ -256,26 +259,58 @@ def fit_layer_probe(
     groups = np.asarray(groups)
     mask = np.ones(len(y), bool) if train_mask is None else np.asarray(train_mask, bool)
     scores = np.empty(len(y))
-    fold_layers, curves = [], []
-    for train, test in grouped_splits(groups, n_splits, seed):
-        train = train[mask[train]]
-        inner = grouped_splits(groups[train], inner_splits, seed + 1)
-        curve = np.zeros(len(layers))
-        for j, layer in enumerate(layers):
-            x = hidden[train, layer]
-            for a, b in inner:
-                if len(np.unique(y[train][a])) < 2 or len(np.unique(y[train][b])) < 2:
-                    continue
-                p = LinearProbe((0.1,)).fit(x[a], y[train][a]).decision_function(x[b])
-                curve[j] += roc_auc_score(y[train][b], p) / len(inner)
-        best = layers[int(np.argmax(curve))]
+    outer = [(train[mask[train]], test) for train, test in grouped_splits(groups, n_splits, seed)]
+    curves = np.array(
+        [_layer_curve(hidden, y, groups, train, layers, inner_splits, seed) for train, _ in outer]
+    )
+    blind = np.isnan(curves).all(
+        1
+    )  # outer folds where no inner split had both classes on each side
+    if blind.all():
+        raise ValueError(
+            "no inner validation split has both classes in training and validation: the layer "
+            f"cannot be chosen (labels: {int(y.sum())} positive of {len(y)})"
+        )
+    # mean validation AUROC over the folds that measured it; a fold that measured none takes the
+    # layer this curve picks instead of layer 0 by default
+    curve_all = np.nanmean(curves[~blind], axis=0)
+    fold_layers = []
+    for (train, test), curve in zip(outer, curves, strict=True):
+        # ties (AUROC is a ratio of counts) go to the lowest layer
+        best = layers[int(np.argmax(curve_all if np.isnan(curve).all() else curve))]
         probe = LinearProbe(seed=seed).fit(hidden[train, best], y[train], groups[train])
         scores[test] = probe.predict_proba(hidden[test, best])
         fold_layers.append(best)
-        curves.append(curve)
     layer = max(set(fold_layers), key=lambda v: (fold_layers.count(v), -v))
     final = LinearProbe(seed=seed).fit(hidden[mask, layer], y[mask], groups[mask])
     auc, low, high = auroc_ci(y, scores, seed=seed)
     return LayerProbeResult(
-        scores, layer, fold_layers, np.mean(curves, axis=0), auc, (low, high), final
+        scores, layer, fold_layers, curve_all, auc, (low, high), final, int(blind.sum())
     )
+
+
+def _layer_curve(
+    hidden: np.ndarray,
+    y: np.ndarray,
+    groups: np.ndarray,
+    train: np.ndarray,
+    layers: list[int],
+    inner_splits: int,
+    seed: int,
+) -> np.ndarray:
+    """Inner-validation AUROC of a fixed-``C`` probe per layer, averaged over the inner splits that
+    have both classes on each side (the same splits for every layer); NaN if none has."""
+    inner = [
+        (a, b)
+        for a, b in grouped_splits(groups[train], inner_splits, seed + 1)
+        if len(np.unique(y[train][a])) == 2 and len(np.unique(y[train][b])) == 2
+    ]
+    if not inner:
+        return np.full(len(layers), np.nan)
+    curve = np.zeros(len(layers))
+    for j, layer in enumerate(layers):
+        x = hidden[train, layer]
+        for a, b in inner:
+            p = LinearProbe((0.1,)).fit(x[a], y[train][a]).decision_function(x[b])
+            curve[j] += roc_auc_score(y[train][b], p) / len(inner)
+    return curve
