@@ -114,7 +114,8 @@ def test_retention_gap_known_answer_and_interval():
     g1 = np.arange(n) < 50  # generation keeps 50%
     v0 = np.ones(n, bool)
     v1 = np.arange(n) < 90  # verification keeps 90%
-    value, lo, hi = retention_gap(g0, g1, v0, v1, seed=1)
+    value, lo, hi, dropped = retention_gap(g0, g1, v0, v1, seed=1)
+    assert dropped == 0.0  # every fact starts learned: every resample defines the gap
     assert value == pytest.approx(0.4)
     assert lo < 0.4 < hi
     assert hi - lo < 0.35
@@ -134,3 +135,40 @@ def test_song_gap_equals_a_hand_computation():
     assert np.isnan(song_gap(np.ones((2, 2)), np.ones((2, 2))).relative_gap)
     with pytest.raises(ValueError, match=">= 0"):
         song_gap(correct, -weights)
+
+
+def test_a_curve_still_rising_at_the_budget_is_censored_not_early():
+    from gv_gap import LearningTime, learning_time
+
+    gen = [0, 0, 0, 0, 0.02, 0.04, 0.2, 0.4, 0.6, 0.8, 1.0]
+    # the mean of the last 3 (0.8) is not a plateau: the old rule gave t_G = 9 as if it were
+    assert np.isnan(learning_epoch(gen))
+    t = learning_time(gen)
+    assert t == LearningTime(9.0, "still rising")  # 80% of the highest value seen: a lower bound
+    assert (t.bounds.low, t.bounds.high) == (9.0, np.inf)
+    assert str(t) == ">= 9 (still rising)"
+    # within the tolerance the curve has settled: an observed time
+    flat_end = [0, 0.2, 0.6, 0.9, 0.92, 0.94, 0.93]
+    assert learning_time(flat_end) == LearningTime(3.0)
+    assert learning_time(flat_end, rise_tol=0.0).censored == "still rising"
+    # never learned: censored past the last evaluation (the next one, 4 epochs after 12)
+    never = learning_time([0.1, 0.1, 0.12, 0.1], epochs=[0, 4, 8, 12])
+    assert never == LearningTime(16.0, "no rise")
+    assert np.isnan(never.value)
+    with pytest.raises(ValueError, match="rise_tol"):
+        learning_time(gen, rise_tol=-1)
+
+
+def test_retention_gap_reports_the_resamples_it_drops():
+    n = 30
+    g0 = np.ones(n, bool)
+    g1 = np.arange(n) < 15
+    v0 = (
+        np.arange(n) == 0
+    )  # one fact verified at the start: 1 - (29/30)^30 = 64% of resamples keep it
+    v1 = v0.copy()
+    res = retention_gap(g0, g1, v0, v1, seed=0)
+    assert res.value == pytest.approx(1.0 - 0.5)
+    assert res.dropped == pytest.approx((29 / 30) ** 30, abs=0.03)  # about 36%
+    assert res.low <= res.value <= res.high
+    assert np.isnan(retention_gap(g0, g1, ~g0, v1).dropped)  # undefined gap: nothing resampled

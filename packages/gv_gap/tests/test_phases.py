@@ -98,3 +98,38 @@ def test_bad_config_and_phases_are_refused():
         run_gv(TINY, phases=["updating"])
     with pytest.raises(ValueError, match="t_old"):
         GVConfig(t_old=2024, t_new=2000)
+
+
+def _acquisition(gen, ver):
+    from gv_gap import GVRun
+
+    rows = [{"gen_acc": g, "ver_acc": v} for g, v in zip(gen, ver, strict=True)]
+    return GVRun(seed=0, config=TINY, curves={"acquisition": rows})
+
+
+def test_saturation_waits_for_a_capability_still_rising_and_names_a_flat_one():
+    from gv_gap.phases import saturation
+
+    settled = [0, 0.3, 0.8, 0.9, 0.9, 0.9, 0.9, 0.9]
+    rising = [0, 0, 0, 0.1, 0.2, 0.4, 0.6, 0.8]
+    flat = [0.0] * 8
+    # generation still rising at the budget: saturation is not reached, so the last epoch
+    # (the old rule took 80% of its last-3 mean, epoch 6, as if it had settled)
+    assert saturation(_acquisition(rising, settled)) == {
+        "epoch": 7, "flat": [], "censored": ["gen_acc"]
+    }  # fmt: skip
+    # verification never rises: nothing to wait for, left out but named
+    assert saturation(_acquisition(settled, flat)) == {
+        "epoch": 2, "flat": ["ver_acc"], "censored": []
+    }  # fmt: skip
+    assert saturation_epoch(_acquisition(flat, flat)) == 7
+
+
+def test_a_continual_start_past_the_budget_is_marked_clamped(run):
+    sat = run.info["saturation_epoch"]
+    for n in TINY.continual_offsets:
+        assert run.info[f"continual+{n}_clamped"] == (sat + n > TINY.epochs)
+        assert run.info[f"continual+{n}_from_epoch"] == min(sat + n, TINY.epochs)
+    assert {"saturation_flat", "saturation_censored"} <= set(run.info)
+    with pytest.raises(ValueError, match="update_from"):
+        GVConfig(epochs=3, update_from=5)  # was clamped to 3 without a word

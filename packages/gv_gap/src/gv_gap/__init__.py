@@ -5,7 +5,15 @@ Measure on any causal LM with :func:`evaluate_gv`; train and trace the three pha
 :func:`run_gv`; rerun the headline experiment with ``python -m gv_gap reproduce --scale quick``.
 """
 
-from gv_gap.curves import Discordance, discordance_test, learning_epoch, plateau, retention
+from gv_gap.curves import (
+    Discordance,
+    LearningTime,
+    discordance_test,
+    learning_epoch,
+    learning_time,
+    plateau,
+    retention,
+)
 from gv_gap.items import (
     POLARITIES,
     GVItem,
@@ -35,12 +43,14 @@ __all__ = [
     "GVItem",
     "GVResult",
     "GVRun",
+    "LearningTime",
     "SongGap",
     "discordance_test",
     "evaluate_gv",
     "format_pairs",
     "grade",
     "learning_epoch",
+    "learning_time",
     "measure_song_gap",
     "plateau",
     "retention",

@@ -5,14 +5,20 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal, NamedTuple
 
 import numpy as np
 from scipy.stats import binomtest
 
+from paper_common.stats import Bounds
+
 __all__ = [
     "Discordance",
+    "LearningTime",
+    "RetentionGap",
     "discordance_test",
     "learning_epoch",
+    "learning_time",
     "plateau",
     "retention",
     "retention_gap",
@@ -38,18 +44,55 @@ def plateau(values: Sequence[float], last: int = 3) -> float:
     return float(y[-min(last, len(y)) :].mean())
 
 
-def learning_epoch(
+@dataclass(frozen=True)
+class LearningTime:
+    """When a curve was learned, or how late it is at least.
+
+    ``epoch``: the learning time when it was observed (``censored`` is ``""``); for a censored curve
+    a lower bound: ``"no rise"`` (never rose by ``min_rise``: not learned within the budget, so at
+    least the next evaluation after the last) or ``"still rising"`` (the last evaluations still
+    climb, the plateau is not reached: at least the first epoch at ``fraction`` of the rise to the
+    highest value seen, since the plateau is at least that high).
+    """
+
+    epoch: float
+    censored: Literal["", "no rise", "still rising"] = ""
+
+    @property
+    def bounds(self) -> Bounds:
+        """``[epoch, epoch]`` when observed, ``[epoch, inf]`` when censored."""
+        return Bounds(self.epoch, np.inf if self.censored else self.epoch)
+
+    @property
+    def value(self) -> float:
+        """The observed time, NaN when censored."""
+        return float("nan") if self.censored else self.epoch
+
+    def __str__(self) -> str:
+        if not self.censored:
+            return f"{self.epoch:.0f}"
+        return f">= {self.epoch:.0f} ({self.censored})"
+
+
+def learning_time(
     values: Sequence[float],
     epochs: Sequence[float] | None = None,
     fraction: float = 0.8,
     last: int = 3,
     min_rise: float = 0.05,
-) -> float:
+    rise_tol: float = 0.05,
+) -> LearningTime:
     """First epoch at which a curve covers ``fraction`` of its rise from the start to its plateau:
-    ``y >= y[0] + fraction (plateau − y[0])`` (so chance levels cancel).
+    ``y >= y[0] + fraction (plateau − y[0])`` (so chance levels cancel), the plateau being the
+    mean of the last ``last`` evaluations.
 
-    ``epochs`` default to ``0, 1, 2, ...`` (index 0 = before training). NaN when the curve never
-    rises by ``min_rise`` (nothing was learned, so there is no learning time).
+    The plateau must be one: a curve whose last ``last`` evaluations still rise by more than
+    ``rise_tol`` (``y[-1] − y[-last] > rise_tol``, in the curve's units) was still being learned
+    at the budget, and its time is censored (a lower bound, see :class:`LearningTime`), not the
+    early crossing of a level that was not the plateau. A curve that never rises by ``min_rise``
+    (nothing was learned) is censored past the last evaluation.
+
+    ``epochs`` default to ``0, 1, 2, ...`` (index 0 = before training).
     """
     y = _curve(values)
     x = np.arange(len(y), dtype=float) if epochs is None else np.asarray(epochs, dtype=float)
@@ -57,11 +100,30 @@ def learning_epoch(
         raise ValueError(f"epochs ({x.shape}) must align with values ({y.shape})")
     if not 0 < fraction <= 1:
         raise ValueError(f"fraction must be in (0, 1]; got {fraction}")
+    if not rise_tol >= 0:
+        raise ValueError(f"rise_tol must be >= 0; got {rise_tol}")
     top = plateau(y, last)
     if top - y[0] < min_rise:
-        return float("nan")
+        return LearningTime(float(x[-1] + (x[-1] - x[-2])), "no rise")
+    if y[-1] - y[-min(last, len(y))] > rise_tol:
+        reached = np.nonzero(y >= y[0] + fraction * (y.max() - y[0]) - 1e-12)[0]
+        return LearningTime(float(x[reached[0]]), "still rising")
     hit = np.nonzero(y >= y[0] + fraction * (top - y[0]) - 1e-12)[0]
-    return float(x[hit[0]])
+    return LearningTime(float(x[hit[0]]))
+
+
+def learning_epoch(
+    values: Sequence[float],
+    epochs: Sequence[float] | None = None,
+    fraction: float = 0.8,
+    last: int = 3,
+    min_rise: float = 0.05,
+    rise_tol: float = 0.05,
+) -> float:
+    """The observed learning time of :func:`learning_time`; NaN when it is censored (the curve
+    never rose by ``min_rise``, or was still rising at the budget). Use :func:`learning_time` for
+    the censoring and the lower bound."""
+    return learning_time(values, epochs, fraction, last, min_rise, rise_tol).value
 
 
 def retention(values: Sequence[float], start: float | None = None) -> np.ndarray:
@@ -104,6 +166,17 @@ def discordance_test(gen_ok: Sequence[bool], ver_ok: Sequence[bool]) -> Discorda
     return Discordance(ver_only, gen_only, float(p))
 
 
+class RetentionGap(NamedTuple):
+    """:func:`retention_gap`'s answer: the gap, its bootstrap interval, and the share of resamples
+    left out of the interval because a capability started at 0 in them (the gap is undefined
+    there): the interval is conditional on the resamples where it exists."""
+
+    value: float
+    low: float
+    high: float
+    dropped: float
+
+
 def retention_gap(
     gen_start: Sequence[bool],
     gen_end: Sequence[bool],
@@ -112,10 +185,11 @@ def retention_gap(
     n_boot: int = 2000,
     confidence: float = 0.95,
     seed: int = 0,
-) -> tuple[float, float, float]:
+) -> RetentionGap:
     """``ver_end/ver_start − gen_end/gen_start`` (pooled rates, 1 = nothing lost) with a percentile
     bootstrap interval over facts (the four arrays are per fact, aligned). NaN when either
-    capability starts at 0 (nothing to retain)."""
+    capability starts at 0 (nothing to retain). ``dropped``: the share of resamples in which one
+    starts at 0 (1 True of 30 facts: about 36%), left out of the interval; NaN if the gap is."""
     arrays = [np.asarray(a, dtype=float) for a in (gen_start, gen_end, ver_start, ver_end)]
     if len({a.shape for a in arrays}) != 1 or arrays[0].ndim != 1 or not len(arrays[0]):
         raise ValueError("the four per-fact arrays must be 1-d, non-empty and aligned")
@@ -134,9 +208,15 @@ def retention_gap(
 
     value = float(stat(data[None])[0])
     if np.isnan(value):
-        return value, value, value
+        return RetentionGap(value, value, value, value)
     idx = np.random.default_rng(seed).integers(0, data.shape[1], (n_boot, data.shape[1]))
     boots = stat(np.moveaxis(data[:, idx], 0, 1))  # (n_boot, 4, n) -> per resample
-    boots = boots[np.isfinite(boots)]
+    kept = np.isfinite(boots)
+    dropped = float(1 - kept.mean())
+    if not kept.any():
+        return RetentionGap(value, float("nan"), float("nan"), dropped)
+    boots = boots[kept]
     alpha = (1 - confidence) / 2
-    return value, float(np.quantile(boots, alpha)), float(np.quantile(boots, 1 - alpha))
+    return RetentionGap(
+        value, float(np.quantile(boots, alpha)), float(np.quantile(boots, 1 - alpha)), dropped
+    )

@@ -29,13 +29,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from gv_gap.curves import learning_epoch
+from gv_gap.curves import learning_time
 from gv_gap.items import GVItem, format_pairs, statement_texts, vocabulary_texts, world_items
 from gv_gap.measure import GVResult, evaluate_gv, measure_song_gap
 from paper_common.facts import World
 from paper_common.lm import build_tokenizer, save_lm, tiny_causal_lm, train_causal_lm
 
-__all__ = ["PHASES", "GVConfig", "GVRun", "run_gv", "saturation_epoch"]
+__all__ = ["PHASES", "GVConfig", "GVRun", "run_gv", "saturation", "saturation_epoch"]
 
 log = logging.getLogger(__name__)
 
@@ -96,6 +96,11 @@ class GVConfig:
         for name in ("lr", "continual_lr", "update_lr"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be > 0")
+        if self.update_from is not None and not 0 <= self.update_from <= self.epochs:
+            raise ValueError(
+                f"update_from must be an acquisition epoch in [0, epochs={self.epochs}]; "
+                f"got {self.update_from}"
+            )
 
 
 @dataclass
@@ -126,16 +131,30 @@ class GVRun:
         return {"curves": self.curves, "song": self.song, "info": self.info}
 
 
-def saturation_epoch(run: GVRun, fraction: float = 0.8) -> int:
+def saturation(run: GVRun, fraction: float = 0.8) -> dict[str, Any]:
     """The first acquisition epoch by which generation and verification have both reached
-    ``fraction`` of their plateaus; a capability that never rises is left out (the last epoch if
-    neither rises)."""
-    times = [
-        learning_epoch(run.curve("acquisition", m), fraction=fraction)
+    ``fraction`` of their plateaus, and why it is what it is.
+
+    A capability that never rises (flat: nothing to wait for) is left out and listed under
+    ``"flat"``; one still rising at the last epoch has not saturated within the budget, so the
+    saturation epoch is the last one, listed under ``"censored"``. The last epoch also when every
+    capability is flat. Returns ``{"epoch", "flat", "censored"}``.
+    """
+    last = len(run.curves["acquisition"]) - 1
+    times = {
+        m: learning_time(run.curve("acquisition", m), fraction=fraction)
         for m in ("gen_acc", "ver_acc")
-    ]
-    defined = [t for t in times if not math.isnan(t)]
-    return int(max(defined)) if defined else len(run.curves["acquisition"]) - 1
+    }
+    flat = [m for m, t in times.items() if t.censored == "no rise"]
+    censored = [m for m, t in times.items() if t.censored == "still rising"]
+    observed = [t.epoch for t in times.values() if not t.censored]
+    epoch = last if censored or not observed else int(max(observed))
+    return {"epoch": epoch, "flat": flat, "censored": censored}
+
+
+def saturation_epoch(run: GVRun, fraction: float = 0.8) -> int:
+    """The epoch of :func:`saturation`."""
+    return saturation(run, fraction)["epoch"]
 
 
 class _Setup:
@@ -337,8 +356,11 @@ def run_gv(
         progress=progress,
     )
     _song(model, setup, run, "acquisition", setup.targets, seed)
-    sat = saturation_epoch(run)
+    sat_info = saturation(run)
+    sat = sat_info["epoch"]
     run.info["saturation_epoch"] = sat
+    run.info["saturation_flat"] = sat_info["flat"]
+    run.info["saturation_censored"] = sat_info["censored"]
 
     def branch(
         name: str,
@@ -377,6 +399,9 @@ def run_gv(
         for n in config.continual_offsets:
             start = min(sat + n, last)
             run.info[f"continual+{n}_from_epoch"] = start
+            # saturation + n is past the acquisition budget: this branch starts from the last
+            # checkpoint, as another offset may, so it does not measure "saturation + n"
+            run.info[f"continual+{n}_clamped"] = sat + n > last
             branch(
                 f"continual+{n}",
                 start,
@@ -391,7 +416,7 @@ def run_gv(
     if "updating" in phases:
         if not setup.updates:
             raise ValueError("no target fact changed between t_old and t_new: nothing to update")
-        start = sat if config.update_from is None else min(config.update_from, last)
+        start = sat if config.update_from is None else config.update_from
         run.info["update_from_epoch"] = start
         replay_texts = statement_texts(setup.world, setup.format_facts)
         for replay in config.replay:

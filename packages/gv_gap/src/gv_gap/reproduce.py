@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from gv_gap.curves import discordance_test, learning_epoch, retention_gap
+from gv_gap.curves import LearningTime, discordance_test, learning_time, retention_gap
 from gv_gap.measure import two_by_two
 from gv_gap.phases import GVConfig, GVRun, run_gv
 from paper_common import (
@@ -36,6 +36,8 @@ from paper_common import (
     pin_threads,
     write_report,
 )
+from paper_common.device import pinned_threads
+from paper_common.stats import median_bounds
 
 __all__ = ["PAPER_SETTINGS", "SCALES", "reproduce"]
 
@@ -99,20 +101,18 @@ _METRICS = ("gen_acc", "gen_rank3", "mc_acc", "ll_acc", "ver_acc", "balanced_acc
 
 
 def _job(args: tuple[str, GVConfig, int, int]) -> dict[str, Any]:
-    name, config, seed, workers = args
-    if workers > 1:
-        import torch
-
-        torch.set_num_threads(1)
-    run = run_gv(config, seed, progress=False)
+    name, config, seed, _workers = args
+    # one thread in a worker and in this process alike, so a seed's run does not depend on workers
+    with pinned_threads(1, torch=True):
+        run = run_gv(config, seed, progress=False)
     run.checkpoints.clear()
     return {"name": name, "seed": seed, "run": run}
 
 
-def _times(run: GVRun) -> dict[str, float]:
+def _times(run: GVRun) -> dict[str, LearningTime]:
     acq = run.curves["acquisition"]
-    out = {f"t_{m}": learning_epoch([r[m] for r in acq]) for m in _METRICS}
-    out["half_gen"] = learning_epoch([r["gen_acc"] for r in acq], fraction=0.5)
+    out = {m: learning_time([r[m] for r in acq]) for m in _METRICS}
+    out["half_gen"] = learning_time([r["gen_acc"] for r in acq], fraction=0.5)
     return out
 
 
@@ -120,60 +120,57 @@ def _mean_curve(runs: list[GVRun], phase: str, metric: str) -> np.ndarray:
     return np.mean([r.curve(phase, metric) for r in runs], axis=0)
 
 
-def _nan_lt(a: float, b: float) -> bool:
-    return bool(np.isfinite(a) and (np.isnan(b) or a < b))
+def _before(a: LearningTime, b: LearningTime) -> bool | None:
+    """Is ``a`` learned before ``b``? Censored times are lower bounds: ``True`` only if ``a`` was
+    observed before every time ``b`` can have, ``False`` if ``a`` cannot be before ``b``, ``None``
+    (undecided) otherwise, e.g. when both are censored."""
+    lo_a, hi_a = a.bounds.low, a.bounds.high
+    lo_b, hi_b = b.bounds.low, b.bounds.high
+    if hi_a < lo_b:
+        return True
+    if lo_a >= hi_b:
+        return False
+    return None
 
 
-def _fmt_t(t: float) -> str:
-    return "never" if np.isnan(t) else f"{t:.0f}"
+def _all(decisions: list[bool | None]) -> bool | None:
+    """Three-valued AND: False if any is False, None if any is undecided, else True."""
+    if any(d is False for d in decisions):
+        return False
+    return None if any(d is None for d in decisions) else True
 
 
 def _analyse(name: str, runs: list[GVRun]) -> dict[str, Any]:
-    seeds_rows, disc_rows = [], []
+    seeds_rows, disc_rows, times = [], [], []
     for run in runs:
         t = _times(run)
-        row = {"config": name, "seed": run.seed, **t}
+        times.append(t)
+        row: dict[str, Any] = {"config": name, "seed": run.seed}
+        row.update({f"t_{m}": t[m].value for m in _METRICS})
+        row["half_gen"] = t["half_gen"].value
+        # a censored time is NaN above; here its lower bound and why
+        row["censored"] = ", ".join(f"{m} {v}" for m, v in t.items() if v.censored)
         row["saturation"] = run.info["saturation_epoch"]
         seeds_rows.append(row)
         acq = run.results["acquisition"]
-        e = t["half_gen"]
-        epoch = int(e) if np.isfinite(e) else len(acq) - 1
+        half = t["half_gen"]
+        # pre-declared: the epoch generation is half learned; the last epoch if it never was
+        epoch = int(half.epoch) if not half.censored else len(acq) - 1
         res = acq[epoch]
         d = discordance_test(res.gen_ok, res.ver_ok)
         disc_rows.append(
-            {"config": name, "seed": run.seed, "epoch": epoch, **two_by_two(res.gen_ok, res.ver_ok),
+            {"config": name, "seed": run.seed, "epoch": epoch,
+             "half_gen_censored": half.censored, **two_by_two(res.gen_ok, res.ver_ok),
              "ver_only": d.ver_only, "gen_only": d.gen_only, "p_value": d.p_value}
         )  # fmt: skip
     continual = {}
     phases = [p for p in runs[0].curves if p.startswith("continual")]
     for phase in sorted(phases, key=lambda p: int(p.split("+")[1])):
-        first = [r.results[phase][0] for r in runs]
-        last = [r.results[phase][-1] for r in runs]
-
-        def cat(res: list[Any], attr: str) -> np.ndarray:
-            return np.concatenate([getattr(x, attr) for x in res])
-
-        value, lo, hi = retention_gap(
-            cat(first, "gen_ok"), cat(last, "gen_ok"), cat(first, "ver_ok"), cat(last, "ver_ok")
-        )
-        ll_value, ll_lo, ll_hi = retention_gap(
-            cat(first, "gen_ok"), cat(last, "gen_ok"), cat(first, "ll_ok"), cat(last, "ll_ok")
-        )
-        summaries = {"start": [x.summary() for x in first], "end": [x.summary() for x in last]}
-        row: dict[str, Any] = {"config": name, "phase": phase}
-        for metric, label in (("gen_acc", "gen"), ("ver_acc", "ver"), ("balanced_acc", "balanced"),
-                              ("ll_acc", "ll")):  # fmt: skip
-            for when, rows in summaries.items():
-                row[f"{label}_{when}"] = float(np.mean([x[metric] for x in rows]))
-        continual[phase] = {
-            **row,
-            "retention_gap": value,
-            "ci_low": lo,
-            "ci_high": hi,
-            "ll_retention_gap": ll_value,
-            "ll_ci_low": ll_lo,
-            "ll_ci_high": ll_hi,
-        }
+        # a seed whose saturation + N is past the acquisition budget started from the last
+        # checkpoint: it does not measure this offset, so it is left out (and counted)
+        kept = [r for r in runs if not r.info.get(f"{phase}_clamped", False)]
+        row = {"config": name, "phase": phase, "seeds": len(kept), "clamped": len(runs) - len(kept)}
+        continual[phase] = {**row, **_retention(kept, phase)}
     updating = {}
     for phase in [p for p in ("updating", "updating+replay") if p in runs[0].curves]:
         mv = _mean_curve(runs, phase, "multiverse")
@@ -193,8 +190,42 @@ def _analyse(name: str, runs: list[GVRun]) -> dict[str, Any]:
             "ll_multiverse_start": float(_mean_curve(runs, phase, "ll_multiverse")[0]),
             "ll_multiverse_max": float(_mean_curve(runs, phase, "ll_multiverse").max()),
         }
-    return {"seeds": seeds_rows, "discordance": disc_rows, "continual": continual,
-            "updating": updating}  # fmt: skip
+    return {"seeds": seeds_rows, "times": times, "discordance": disc_rows,
+            "continual": continual, "updating": updating}  # fmt: skip
+
+
+def _retention(runs: list[GVRun], phase: str) -> dict[str, Any]:
+    """Start and end rates and the retention gaps of one continual phase over ``runs`` (NaN when
+    no run is left)."""
+    metrics = (
+        ("gen_acc", "gen"),
+        ("ver_acc", "ver"),
+        ("balanced_acc", "balanced"),
+        ("ll_acc", "ll"),
+    )
+    keys = [f"{label}_{when}" for _, label in metrics for when in ("start", "end")]
+    gaps = ("retention_gap", "ci_low", "ci_high", "dropped", "ll_retention_gap", "ll_ci_low",
+            "ll_ci_high", "ll_dropped")  # fmt: skip
+    if not runs:
+        return dict.fromkeys([*keys, *gaps], float("nan"))
+    first = [r.results[phase][0] for r in runs]
+    last = [r.results[phase][-1] for r in runs]
+
+    def cat(res: list[Any], attr: str) -> np.ndarray:
+        return np.concatenate([getattr(x, attr) for x in res])
+
+    ver = retention_gap(
+        cat(first, "gen_ok"), cat(last, "gen_ok"), cat(first, "ver_ok"), cat(last, "ver_ok")
+    )
+    ll = retention_gap(
+        cat(first, "gen_ok"), cat(last, "gen_ok"), cat(first, "ll_ok"), cat(last, "ll_ok")
+    )
+    summaries = {"start": [x.summary() for x in first], "end": [x.summary() for x in last]}
+    out: dict[str, Any] = {}
+    for metric, label in metrics:
+        for when, rows in summaries.items():
+            out[f"{label}_{when}"] = float(np.mean([x[metric] for x in rows]))
+    return {**out, **dict(zip(gaps, (*ver, *ll), strict=True))}
 
 
 @pin_threads(torch=True)
@@ -235,29 +266,18 @@ def reproduce(
 
 # ============================================================================ claims
 def _claims(report: Report, analysis: dict[str, Any]) -> None:
-    rows = [r for a in analysis.values() for r in a["seeds"]]
-    per_config = {
-        name: all(_nan_lt(r["t_ver_acc"], r["t_gen_acc"]) for r in a["seeds"])
+    times = [(r, t) for a in analysis.values() for r, t in zip(a["seeds"], a["times"], strict=True)]
+    first = {
+        name: _all([_before(t["ver_acc"], t["gen_acc"]) for t in a["times"]])
         for name, a in analysis.items()
     }
-    share = float(np.mean([_nan_lt(r["t_ver_acc"], r["t_gen_acc"]) for r in rows]))
-    t_summary = "; ".join(
-        f"seed {r['seed']}: t_V {_fmt_t(r['t_ver_acc'])}, t_G {_fmt_t(r['t_gen_acc'])}"
-        for r in rows
+    censored = (
+        f"censored: t_V in {sum(bool(t['ver_acc'].censored) for _, t in times)}, t_G in "
+        f"{sum(bool(t['gen_acc'].censored) for _, t in times)} of {len(times)} seeds; "
     )
-    need = 0.75 if len(per_config) > 1 else 1.0
-    report.add_claim(
-        Claim(
-            "Verification of a fact is learned before its generation (t_V < t_G in every seed)",
-            "share of configs where t_V < t_G in every seed (t = first epoch at 80% of the rise "
-            "to the plateau; per-fact ver ✓ vs greedy generation)",
-            float(np.mean(list(per_config.values()))),
-            f">= {need:g}",
-            bool(np.mean(list(per_config.values())) >= need),
-            f"seed share {share:.2f}; {t_summary}. Log-prob readout, not the paper's reasoning "
-            "answers.",
-        )
-    )
+    report.add_claim(_first_claim(first, [_before(t["ver_acc"], t["gen_acc"]) for _, t in times],
+                                  censored + "; ".join(f"seed {r['seed']}: t_V {t['ver_acc']}, "
+                                                       f"t_G {t['gen_acc']}" for r, t in times)))  # fmt: skip
     disc = [r for a in analysis.values() for r in a["discordance"]]
     worst = max(r["p_value"] for r in disc)
     ok = all(r["p_value"] < 0.05 and r["ver_only"] > r["gen_only"] for r in disc)
@@ -271,49 +291,47 @@ def _claims(report: Report, analysis: dict[str, Any]) -> None:
             "< 0.05 in every seed, ver-only > gen-only",
             ok,
             "; ".join(
-                f"seed {r['seed']} epoch {r['epoch']}: ver-only {r['ver_only']}, gen-only "
-                f"{r['gen_only']}"
+                f"seed {r['seed']} epoch {r['epoch']}"
+                + (
+                    f" (the last: generation's half time censored, {r['half_gen_censored']})"
+                    if r["half_gen_censored"]
+                    else ""
+                )
+                + f": ver-only {r['ver_only']}, gen-only {r['gen_only']}"
                 for r in disc
             ),
         )
     )
     matched = [
-        _nan_lt(r["t_ver_acc"], r["t_gen_rank3"]) and _nan_lt(r["t_ver_acc"], r["t_mc_acc"])
-        for r in rows
+        _all([_before(t["ver_acc"], t["gen_rank3"]), _before(t["ver_acc"], t["mc_acc"])])
+        for _, t in times
     ]
+    undecided = sum(m is None for m in matched)
+    detail = "; ".join(
+        f"seed {r['seed']}: t_V {t['ver_acc']}, t_G@3 {t['gen_rank3']}, t_MC {t['mc_acc']}, "
+        f"t_LL {t['ll_acc']}, t_balanced {t['balanced_acc']}"
+        for r, t in times
+    )
     report.add_claim(
         Claim(
             "Verification still leads against matched generation (answer in the top 3 tokens, "
             "3-option multiple choice)",
-            "share of seeds where t_V < t_G@3 and t_V < t_MC",
-            float(np.mean(matched)),
+            "share of seeds where t_V < t_G@3 and t_V < t_MC (decided on censored times)",
+            None if undecided == len(matched) else float(np.mean([m is True for m in matched])),
             "= 1",
-            bool(np.all(matched)),
-            "; ".join(
-                f"seed {r['seed']}: t_G@3 {_fmt_t(r['t_gen_rank3'])}, t_MC {_fmt_t(r['t_mc_acc'])}, "
-                f"t_LL {_fmt_t(r['t_ll_acc'])}, t_balanced {_fmt_t(r['t_balanced_acc'])}"
-                for r in rows
-            ),
+            all(m is True for m in matched),
+            (
+                f"undecided in {undecided} of {len(matched)} seeds (censored times whose bounds "
+                "overlap: both still rising or never learned); "
+                if undecided
+                else ""
+            )
+            + detail,
         )
     )
     for a in analysis.values():
         for row in a["continual"].values():
-            n = row["phase"].split("+")[1]
-            report.add_claim(
-                Claim.threshold(
-                    f"Verification survives continual learning better than generation "
-                    f"({row['config']}, from saturation + {n} epochs)",
-                    "ver/ver0 − gen/gen0 after continual training (per-fact rates pooled over seeds)",
-                    row["retention_gap"],
-                    ">=",
-                    0.10,
-                    f"95% CI [{row['ci_low']:.2f}, {row['ci_high']:.2f}]; gen {row['gen_start']:.2f}"
-                    f" → {row['gen_end']:.2f}, ver {row['ver_start']:.2f} → {row['ver_end']:.2f} "
-                    f"(undefined when ver0 = 0); likelihood verifier {row['ll_start']:.2f} → "
-                    f"{row['ll_end']:.2f}, its retention gap {row['ll_retention_gap']:.2f} "
-                    f"[{row['ll_ci_low']:.2f}, {row['ll_ci_high']:.2f}]",
-                )
-            )
+            report.add_claim(_continual_claim(row))
         for row in a["updating"].values():
             mv, old = row["multiverse"], row["gen_old_at_peak"]
             report.add_claim(
@@ -334,6 +352,72 @@ def _claims(report: Report, analysis: dict[str, Any]) -> None:
             )
 
 
+def _first_claim(
+    per_config: dict[str, bool | None], per_seed: list[bool | None], detail: str
+) -> Claim:
+    """Claim 1 from the three-valued "t_V < t_G in every seed" of each config (``None``: a seed is
+    undecided, its censored times' bounds overlap) and of each seed."""
+    need = 0.75 if len(per_config) > 1 else 1.0
+    statement = "Verification of a fact is learned before its generation (t_V < t_G in every seed)"
+    metric = (
+        "share of configs where t_V < t_G in every seed (t = first epoch at 80% of the rise to the "
+        "plateau, censored when never learned or still rising; per-fact ver ✓ vs greedy generation)"
+    )
+    decided = [v for v in per_config.values() if v is not None]
+    undecided = [k for k, v in per_config.items() if v is None]
+    seeds = (
+        f"t_V < t_G in {sum(v is True for v in per_seed)} of {len(per_seed)} seeds, "
+        f"not in {sum(v is False for v in per_seed)}, undecided in {sum(v is None for v in per_seed)}"
+    )
+    tail = f"{seeds}; {detail}. Log-prob readout, not the paper's reasoning answers."
+    if not decided:
+        return Claim(statement, metric, None, f">= {need:g}", False,
+                     f"not measured: undecided in every config (censored times); {tail}")  # fmt: skip
+    share = float(np.mean([v is True for v in per_config.values()]))
+    note = f"undecided in {', '.join(undecided)}, counted as not before; " if undecided else ""
+    return Claim(statement, metric, share, f">= {need:g}", share >= need, note + tail)
+
+
+def _continual_claim(row: dict[str, Any]) -> Claim:
+    """Claim 3 for one continual offset from its ``continual`` table row."""
+    n = row["phase"].split("+")[1]
+    statement = (
+        f"Verification survives continual learning better than generation "
+        f"({row['config']}, from saturation + {n} epochs)"
+    )
+    metric = "ver/ver0 − gen/gen0 after continual training (per-fact rates pooled over seeds)"
+    clamped = (
+        f"{row['clamped']} seed(s) left out: saturation + {n} is past the acquisition budget; "
+        if row["clamped"]
+        else ""
+    )
+    if not row["seeds"]:
+        return Claim(statement, metric, None, ">= 0.1", False,
+                     f"not measured: every seed's saturation + {n} is past the acquisition "
+                     "budget (the branch would start from the last checkpoint)")  # fmt: skip
+    ll = (
+        f"likelihood verifier {row['ll_start']:.2f} → {row['ll_end']:.2f}, its retention gap "
+        f"{row['ll_retention_gap']:.2f} [{row['ll_ci_low']:.2f}, {row['ll_ci_high']:.2f}]"
+    )
+    rates = (
+        f"gen {row['gen_start']:.2f} → {row['gen_end']:.2f}, ver {row['ver_start']:.2f} → "
+        f"{row['ver_end']:.2f}"
+    )
+    if np.isnan(row["retention_gap"]):
+        return Claim(statement, metric, None, ">= 0.1", False,
+                     f"not measured: {'verification' if row['ver_start'] == 0 else 'generation'} "
+                     f"starts at 0, nothing to retain; {clamped}{rates}; {ll}")  # fmt: skip
+    return Claim.threshold(
+        statement,
+        metric,
+        row["retention_gap"],
+        ">=",
+        0.10,
+        f"{clamped}95% CI [{row['ci_low']:.2f}, {row['ci_high']:.2f}] over the "
+        f"{1 - row['dropped']:.0%} of resamples where both start above 0; {rates}; {ll}",
+    )
+
+
 # ============================================================================ tables
 def _tables(report: Report, runs: dict[str, list[GVRun]], analysis: dict[str, Any]) -> None:
     report.add_table("learning_epochs", [r for a in analysis.values() for r in a["seeds"]])
@@ -352,10 +436,7 @@ def _tables(report: Report, runs: dict[str, list[GVRun]], analysis: dict[str, An
                 )  # fmt: skip
             song = [r.song[phase] for r in rs if phase in r.song]
             if song:
-                song_rows.append(
-                    {"config": name, "phase": phase,
-                     **{k: float(np.nanmean([s[k] for s in song])) for k in song[0]}}
-                )  # fmt: skip
+                song_rows.append({"config": name, "phase": phase, **_song_means(song)})
             if "leak" in rs[0].curves[phase][0]:
                 leak_rows.append(
                     {"config": name, "phase": phase,
@@ -370,6 +451,18 @@ def _tables(report: Report, runs: dict[str, list[GVRun]], analysis: dict[str, An
         [{"config": n, "seed": r.seed, **{k: v for k, v in r.info.items() if k != "config"}}
          for n, rs in runs.items() for r in rs],
     )  # fmt: skip
+
+
+def _song_means(song: list[dict[str, float]]) -> dict[str, float]:
+    """Mean over seeds of each Song-gap number, over the seeds where it is defined (the relative
+    gap is NaN at accuracy 1), and ``seeds_<key>``: how many seeds that is."""
+    out: dict[str, float] = {}
+    for k in song[0]:
+        v = np.array([s[k] for s in song], dtype=float)
+        ok = np.isfinite(v)
+        out[k] = float(v[ok].mean()) if ok.any() else float("nan")
+        out[f"seeds_{k}"] = int(ok.sum())
+    return out
 
 
 # ============================================================================ figures
@@ -393,11 +486,15 @@ def _figures(report: Report, runs: dict[str, list[GVRun]], analysis: dict[str, A
             label=label,
             lw=2 if m in ("gen_acc", "ver_acc") else 1,
         )
-    for key, style in (("t_gen_acc", "-"), ("t_ver_acc", "--")):
-        ts = [r[key] for r in a["seeds"] if np.isfinite(r[key])]
-        if ts:
-            ax.axvline(float(np.median(ts)), color="k", ls=style, lw=0.8,
-                       label=f"median {'t_G' if 'gen' in key else 't_V'}")  # fmt: skip
+    for key, style in (("gen_acc", "-"), ("ver_acc", "--")):
+        b = median_bounds([t[key].bounds.low for t in a["times"]],
+                          [t[key].bounds.high for t in a["times"]])  # fmt: skip
+        n_cens = sum(bool(t[key].censored) for t in a["times"])
+        label = f"median {'t_G' if 'gen' in key else 't_V'} {b}"
+        if n_cens:
+            label += f" ({n_cens} of {len(a['times'])} censored)"
+        if b.low <= len(rs[0].curves["acquisition"]) - 1:  # a line only inside the budget
+            ax.axvline(b.low, color="k", ls=style, lw=0.8, label=label)
     ax.set(xlabel="epoch", ylabel="rate on target facts", ylim=(-0.02, 1.02),
            title=f"Acquisition ({name}, mean of {len(rs)} seeds)")  # fmt: skip
     ax.legend(fontsize=7)
