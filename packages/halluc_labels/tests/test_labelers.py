@@ -260,3 +260,35 @@ def test_judge_uses_the_chat_template(tiny):
     text = judge.texts(Q[:1], R[:1], ["Shakespeare"])[0]
     assert text.startswith("[user] Reference: William Shakespeare (also: Shakespeare).")
     assert text.endswith("[assistant]")
+
+
+class _Fixed(ExactMatch):
+    """A labeler whose scores are given (a model's float32 scores, stored as float64)."""
+
+    def __init__(self, scores):
+        super().__init__()
+        self.scores = np.asarray(scores, dtype=np.float64)
+
+    def _score(self, questions, refs, answers):
+        return self.scores
+
+
+def test_calibrated_threshold_survives_float32_rounding():
+    near_one = float(np.float32(0.9999))  # float32 spacing here is about 6e-8
+    scores = [0.2, near_one, 1.0, 1.0]
+    hallucinated = [True, True, False, False]
+    labeler = _Fixed(scores)
+    t = labeler.calibrate(["q"] * 4, ["r"] * 4, ["a"] * 4, hallucinated)
+    assert t == pytest.approx((near_one + 1.0) / 2)  # the midpoint to the next distinct score
+    # the same answer scored again with one float32 ulp of noise (another batch, thread count)
+    again = float(np.nextafter(np.float32(near_one), np.float32(1.0)))
+    assert again < t  # was cut + 1e-9: the answer flipped to "supported"
+    assert (labeler.scores < t).tolist() == hallucinated
+
+
+def test_calibration_edge_thresholds():
+    from halluc_labels.labelers import _threshold_above
+
+    assert _threshold_above(np.array([0.3, 0.6]), -np.inf) == 0.3  # flag nothing
+    assert _threshold_above(np.array([0.3, 0.6]), 0.6) == pytest.approx(0.8)  # flag all
+    assert _threshold_above(np.array([0.3, 1.0]), 1.0) == 1.0

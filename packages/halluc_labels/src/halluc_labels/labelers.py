@@ -93,6 +93,22 @@ def _check_threshold(threshold: float) -> float:
     return float(threshold)
 
 
+def _threshold_above(scores: np.ndarray, cut: float) -> float:
+    """A threshold ``t`` for ``score < t`` that flags exactly the scores ``<= cut``: the midpoint
+    (in float64) between ``cut`` and the next larger distinct score, so a score recomputed with
+    float32 rounding noise (another batch, another thread count) stays on its side. A hair above
+    ``cut`` (the old ``cut + 1e-9``) is below float32's resolution near 1 (about 6e-8).
+    ``cut = -inf`` (flag nothing) gives the smallest score; nothing above ``cut`` gives the midpoint
+    to 1 (``1.0`` itself when ``cut`` is 1: a score of 1 cannot be flagged by a threshold in [0, 1])."""
+    distinct = np.unique(np.asarray(scores, dtype=np.float64))
+    if cut == -np.inf:
+        return float(distinct[0])
+    above = distinct[distinct > cut]
+    upper = float(above[0]) if above.size else 1.0
+    mid = (cut + upper) / 2
+    return float(np.clip(mid if mid > cut else upper, 0.0, 1.0))  # adjacent doubles: upper
+
+
 class Labeler:
     """Base class: subclasses implement :meth:`_score` on validated inputs.
 
@@ -148,9 +164,8 @@ class Labeler:
         if y.all() or not y.any():
             raise ValueError("calibration needs both hallucinated and non-hallucinated answers")
         fpr, tpr, thr = roc_curve(y, -scores)  # low support = hallucinated
-        best = int(np.argmax(tpr - fpr))
-        # flagged when score <= -thr, i.e. score < -thr + a hair
-        self.threshold = float(np.clip(-thr[best] + 1e-9, 0.0, 1.0))
+        best = int(np.argmax(tpr - fpr))  # ties: the first, the fewest flagged
+        self.threshold = _threshold_above(scores, -float(thr[best]))
         return self.threshold
 
     def __repr__(self) -> str:

@@ -19,6 +19,7 @@ the spec, and loaded back with ``from_pretrained``.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from dataclasses import asdict, dataclass
@@ -253,12 +254,18 @@ def _judge_data(world: World, book: AliasBook, spec: JudgeSpec) -> tuple[list[st
     return texts, pairs
 
 
-def _train_nli(world: World, book: AliasBook, tok: Any, spec: NLISpec) -> Any:
+def _nli_data(
+    world: World, book: AliasBook, spec: NLISpec
+) -> tuple[list[str], list[str], list[int]]:
     train = _examples(world, "train", spec.seed)
     answers = controlled_answers(world, train, seed=spec.seed, book=book)
     prem = [nli_premise(a.example.question, a.example.references) for a in answers]
-    hyp = [a.answer for a in answers]
-    y = torch.tensor([nli_label(a) for a in answers])
+    return prem, [a.answer for a in answers], [nli_label(a) for a in answers]
+
+
+def _train_nli(tok: Any, spec: NLISpec, data: tuple[list[str], list[str], list[int]]) -> Any:
+    prem, hyp, labels = data
+    y = torch.tensor(labels)
     config = transformers.LlamaConfig(
         vocab_size=len(tok),
         hidden_size=spec.d_model,
@@ -314,23 +321,32 @@ def train_model(
         )
     if isinstance(spec, JudgeSpec) and not 0.0 <= spec.knowledge <= 1.0:
         raise ValueError(f"knowledge must be in [0, 1]; got {spec.knowledge}")
+    book = AliasBook(world)
+    tok = tokenizer or world_tokenizer(world, book)
+    if isinstance(spec, NLISpec):
+        data: Any = _nli_data(world, book, spec)
+    else:
+        make = _generator_data if isinstance(spec, GeneratorSpec) else _judge_data
+        data = make(world, book, spec)
+    # the key names everything that makes the model: the spec, the World, the tokenizer's
+    # vocabulary and the training data itself (so a change to a template or a data recipe trains
+    # anew instead of loading a model made from other texts)
     config = {
         "kind": type(spec).__name__,
         "spec": asdict(spec),
         "world": world.fingerprint(),
-        "v": 1,
+        "vocab": _digest(sorted(tok.get_vocab().items())),
+        "data": _digest(data),
+        "v": 2,
     }
     path = cache_dir() / cache_key(config)
     if cache and (path / "info.json").exists():
-        return _load(path, spec)
-    book = AliasBook(world)
-    tok = tokenizer or world_tokenizer(world, book)
+        return _load(path, spec, tok)
     start = time.perf_counter()
     if isinstance(spec, NLISpec):
-        model = _train_nli(world, book, tok, spec)
+        model = _train_nli(tok, spec, data)
     else:
-        data = _generator_data if isinstance(spec, GeneratorSpec) else _judge_data
-        texts, pairs = data(world, book, spec)
+        texts, pairs = data
         model = tiny_causal_lm(tok, spec.arch, spec.n_layers, spec.d_model, 4, seed=spec.seed)
         train_causal_lm(
             model,
@@ -351,12 +367,21 @@ def train_model(
     return model, tok
 
 
-def _load(path: Path, spec: Any) -> tuple[Any, PreTrainedTokenizerFast]:
+def _digest(obj: Any) -> str:
+    return hashlib.sha256(json.dumps(obj, default=list).encode()).hexdigest()[:16]
+
+
+def _load(path: Path, spec: Any, expected: Any) -> tuple[Any, PreTrainedTokenizerFast]:
     with quiet_hf_progress():
         if isinstance(spec, NLISpec):
             model = transformers.AutoModelForSequenceClassification.from_pretrained(path).eval()
             tok = load_tokenizer(path)
         else:
             model, tok = load_lm(path)
+    if tok.get_vocab() != expected.get_vocab():
+        raise RuntimeError(
+            f"the cached model at {path} was saved with another vocabulary than the tokenizer "
+            "passed in (the cache key hashes it, so the cache is corrupt): delete that folder"
+        )
     model.info = json.loads((path / "info.json").read_text())
     return model, tok

@@ -14,7 +14,6 @@ from collections import Counter
 from typing import Any
 
 import numpy as np
-import torch
 from tqdm.auto import tqdm
 
 from halluc_labels.analysis import (
@@ -59,6 +58,7 @@ from paper_common import (
     pin_threads,
     write_report,
 )
+from paper_common.device import pinned_threads
 from paper_common.facts import World
 from paper_common.lm import greedy_answer, next_token_logprobs, sample, sequence_logprob
 
@@ -137,11 +137,22 @@ def _specs(cfg: dict[str, Any], world: World, seed: int) -> list[Any]:
 _JOB: dict[str, Any] = {}
 
 
+TRAIN_THREADS = 1
+"""Torch threads every model is trained with, in a worker or in this process: the model caches are
+keyed by the thread count, so the parent loads them under the same pin (:func:`_load_models`)."""
+
+
 def _train_job(spec: Any) -> None:
     """One training job in a worker process (the World and tokenizer come from the parent)."""
-    if _JOB["workers"] > 1:
-        torch.set_num_threads(1)
-    train_model(_JOB["world"], spec, _JOB["tok"])
+    with pinned_threads(TRAIN_THREADS, torch=True):
+        train_model(_JOB["world"], spec, _JOB["tok"])
+
+
+def _load_models(world: World, specs: list[Any], tok: Any) -> dict[str, Any]:
+    """The trained models by name, looked up with the thread count they were trained with (at
+    another count the cache key differs and every model would be trained again)."""
+    with pinned_threads(TRAIN_THREADS, torch=True):
+        return {s.name: train_model(world, s, tok)[0] for s in specs}
 
 
 def _detectors(model: Any, tok: Any, answers: list[LabeledAnswer]) -> dict[str, np.ndarray]:
@@ -169,7 +180,7 @@ def reproduce(
     specs = _specs(cfg, world, seed)
     _JOB.update(world=world, tok=tok, workers=cfg["workers"])
     map_jobs(_train_job, specs, workers=min(cfg["workers"], len(specs)))
-    models = {s.name: train_model(world, s, tok)[0] for s in specs}
+    models = _load_models(world, specs, tok)
     gens = [s for s in specs if isinstance(s, GeneratorSpec)]
     judges = [s for s in specs if isinstance(s, JudgeSpec)]
     report.add_table(
