@@ -9,6 +9,16 @@ from alignment_geometry.system import SystemConfig, build_system  # noqa: E402
 SMALL = SystemConfig(pretrain_steps=200, align_steps=150, n_harmful_eval=8, n_align_prompts=200)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _one_thread():
+    """Every test with one torch/BLAS thread, as reproduce's jobs train: the cached system's key
+    and the numbers the tests check do not depend on the machine's cores."""
+    from paper_common.device import pinned_threads
+
+    with pinned_threads(1, torch=True):
+        yield
+
+
 @pytest.fixture(scope="session")
 def mlp():
     """A 3-4-5 tanh MLP (41 parameters) in float64 and 6 inputs."""

@@ -57,6 +57,7 @@ from paper_common import (
     pin_threads,
     write_report,
 )
+from paper_common.device import pinned_threads
 
 __all__ = ["SCALES", "reproduce"]
 
@@ -127,6 +128,13 @@ SCALES: dict[str, dict[str, Any]] = {
 KAPPA_MAIN = 0.5  # eta * |H|_2 of the main runs
 ONSET_WINDOW = 0.05  # eta * steps * |H|_2 bound of the onset window
 ADAM_LR = 1e-3
+MIN_TASK_PROGRESS = 0.01
+"""Nats of task-loss decrease by plain GD below which the projection's task-progress cost
+``1 - progress(projected) / progress(GD)`` is not measured: with a denominator that small the cost
+is noise of either sign (l0 1.0, GD 0.999: projected 0.9985 gives -0.5, 0.9995 gives +0.5)."""
+JOB_THREADS = 1
+"""Torch threads of every job (setup and task, in a worker or in this process): build_system's cache
+is keyed by the thread count, so both phases must train and load it with the same count."""
 SAFE_LORA_TAU = 0.5
 LORA = {"r": 4, "alpha": 8.0}
 
@@ -235,8 +243,11 @@ def _system_config(cfg: dict[str, Any]) -> SystemConfig:
 
 
 def _setup_job(job: tuple[dict[str, Any], int]) -> dict[str, Any]:
-    cfg, seed = job
-    torch.set_num_threads(1)
+    with pinned_threads(JOB_THREADS, torch=True):
+        return _setup(*job)
+
+
+def _setup(cfg: dict[str, Any], seed: int) -> dict[str, Any]:
     system = build_system(seed, _system_config(cfg))
     space = system.space()
     point = AlignedPoint.measure(space, system.harmful, d=cfg["d"], refuse_id=system.refuse_id)
@@ -265,18 +276,22 @@ def _onset(traj: Trajectory, hnorm: float) -> dict[str, Any]:
     inside = (t * hnorm <= ONSET_WINDOW + 1e-12) & (traj.steps >= max(1, traj.steps[-1] // 10))
     slope, _ = loglog_slope(t[inside], u[inside])
     late = inside & (traj.steps >= traj.steps[-1] // 2)
+    empty = not late.any()  # no step in the late half of the window: nothing to average
     return {
         "slope": slope,
-        "u_over_t4": float(np.mean(u[late] / t[late] ** 4)),
-        "u_over_t2": float(np.mean(u[late] / t[late] ** 2)),
+        "u_over_t4": float("nan") if empty else float(np.mean(u[late] / t[late] ** 4)),
+        "u_over_t2": float("nan") if empty else float(np.mean(u[late] / t[late] ** 2)),
         "t": t[1:],
         "u": u[1:],
     }
 
 
 def _task_job(job: tuple[dict[str, Any], dict[str, Any], str, bool]) -> dict[str, Any]:
-    cfg, setup, task, mitigate = job
-    torch.set_num_threads(1)
+    with pinned_threads(JOB_THREADS, torch=True):
+        return _task(*job)
+
+
+def _task(cfg: dict[str, Any], setup: dict[str, Any], task: str, mitigate: int) -> dict[str, Any]:
     seed = setup["seed"]
     system = build_system(seed, _system_config(cfg))
     space = system.space()
@@ -485,61 +500,184 @@ def _toy_claims(report: Report, toy: dict[str, Any]) -> None:
     )
 
 
+def _spearman_why_not(x: np.ndarray, y: np.ndarray) -> str:
+    """Why the rank correlation of ``x`` and ``y`` is undefined ("" when it is defined)."""
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    if len(x) < 3:
+        return f"{len(x)} runs (needs >= 3)"
+    if not (np.isfinite(x).all() and np.isfinite(y).all()):
+        return "non-finite values"
+    if np.ptp(x) == 0 or np.ptp(y) == 0:
+        return "a constant input"
+    return ""
+
+
 def _spearman(x: np.ndarray, y: np.ndarray) -> float:
-    if len(x) < 3 or np.ptp(x) == 0 or np.ptp(y) == 0:
+    """Spearman's rho; NaN where :func:`_spearman_why_not` names a reason."""
+    if _spearman_why_not(x, y):
         return float("nan")
     return float(spearmanr(x, y).statistic)
 
 
+def _slope_claim(
+    statement: str, metric: str, slopes: np.ndarray, band: tuple[float, float], detail: str
+) -> Claim:
+    """Every run's onset slope inside ``band``. A NaN slope (u <= 0 somewhere in the window: no
+    log) is a run not measured, which the claim about every run cannot pass over; no run at all
+    is not measured either."""
+    bad = np.isnan(slopes)
+    if not len(slopes) or bad.any():
+        why = (
+            "no runs"
+            if not len(slopes)
+            else f"slope undefined (u <= 0) in {int(bad.sum())} of {len(slopes)} runs"
+        )
+        return Claim(statement, metric, None, ">= 1", False, f"not measured: {why}; {detail}")
+    inside = (slopes >= band[0]) & (slopes <= band[1])
+    return Claim.threshold(
+        statement,
+        metric,
+        float(inside.mean()),
+        ">=",
+        1.0,
+        f"{detail}; slopes {slopes.min():.3f}-{slopes.max():.3f} (mean {slopes.mean():.3f})",
+    )
+
+
+def _c4_errors(runs: list[dict[str, Any]]) -> tuple[np.ndarray, int]:
+    """``|u/t^4 / c4 - 1|`` per run, NaN where it is undefined (``c4 <= 0``: no quartic coefficient
+    to compare with; or no measured u/t^4), and how many runs that is."""
+    u4 = np.array([r["orth"]["onset"]["u_over_t4"] for r in runs], float)
+    c4 = np.array([r["orth"]["c4"] for r in runs], float)
+    ok = np.isfinite(u4) & np.isfinite(c4) & (c4 > 0)
+    rel = np.full(len(runs), np.nan)
+    rel[ok] = np.abs(u4[ok] / c4[ok] - 1)
+    return rel, int((~ok).sum())
+
+
+def _forecast_claim(rhos: dict[str, float], why: dict[str, str]) -> Claim:
+    """The forecast's Spearman against the baselines'. A baseline whose rho is undefined (constant
+    predictor) cannot be said to be beaten, so the claim is then not supported."""
+    statement = (
+        "The forecast from the geometry at the aligned point, before any training, ranks the loss "
+        "better than the predictor baselines."
+    )
+    metric = "Spearman(second-order forecast at t = eta * steps, final u)"
+    ours = rhos["forecast"]
+    base = {k: v for k, v in rhos.items() if k != "forecast"}
+    values = "; ".join(f"{k} {v:.3f}" for k, v in rhos.items())
+    if np.isnan(ours):
+        return Claim(statement, metric, None, ">= 0.5 and above every baseline", False,
+                     f"not measured: {why['forecast']}; {values}")  # fmt: skip
+    unmeasured = [k for k, v in base.items() if np.isnan(v)]
+    measured = {k: v for k, v in base.items() if not np.isnan(v)}
+    best = max(measured, key=lambda k: (measured[k], k)) if measured else None
+    ok = ours >= 0.5 and not unmeasured and all(ours > v for v in measured.values())
+    note = values + (f" (best baseline: {best})" if best else "")
+    if unmeasured:
+        note = (
+            "baselines not measured, so not beaten: "
+            + ", ".join(f"{k} ({why[k]})" for k in unmeasured)
+            + "; "
+            + note
+        )
+    return Claim(statement, metric, ours, ">= 0.5 and above every baseline", bool(ok), note)
+
+
+def _projection_claim(rows: list[dict[str, Any]]) -> Claim:
+    """Claim "projection cuts u >= 5x for <= 10% of the task progress" from one row per task:
+    ``gd_u``, ``pr_u`` (final alignment loss of plain GD and of the projected run), ``l0`` (task
+    loss before), ``gd_loss``, ``pr_loss`` (after). The u ratio is inf when projection leaves no
+    loss and undefined when neither run lost any; the cost needs GD progress >= MIN_TASK_PROGRESS."""
+    statement = (
+        "Projecting every update onto M-perp cuts the final alignment loss at least 5x for at most "
+        "10% of the task-loss progress."
+    )
+    metric = "median final-u ratio, plain GD / projected"
+    target = ">= 5 with median task-progress cost <= 0.10"
+    if not rows:
+        return Claim(statement, metric, None, target, False, "not measured: no mitigation runs")
+    ratios, costs = [], []
+    for r in rows:
+        if r["pr_u"] > 0:
+            ratios.append(r["gd_u"] / r["pr_u"])
+        else:
+            ratios.append(np.inf if r["gd_u"] > 0 else np.nan)
+        progress = r["l0"] - r["gd_loss"]
+        costs.append(
+            1 - (r["l0"] - r["pr_loss"]) / progress if progress >= MIN_TASK_PROGRESS else np.nan
+        )
+    ratios_a, costs_a = np.array(ratios), np.array(costs)
+    detail = (
+        f"{len(rows)} tasks; ratios "
+        + ", ".join(f"{x:.2f}" for x in ratios_a)
+        + "; task-progress costs "
+        + ", ".join(f"{x:.3f}" for x in costs_a)
+    )
+    missing = []
+    if np.isnan(ratios_a).any():
+        missing.append(f"u ratio on {int(np.isnan(ratios_a).sum())} tasks (no loss either way)")
+    if np.isnan(costs_a).any():
+        missing.append(
+            f"task-progress cost on {int(np.isnan(costs_a).sum())} tasks (plain GD lowered the "
+            f"task loss by < {MIN_TASK_PROGRESS} nats)"
+        )
+    if missing:
+        return Claim(statement, metric, None, target, False,
+                     f"not measured: {'; '.join(missing)}; {detail}")  # fmt: skip
+    ratio, cost = float(np.median(ratios_a)), float(np.median(costs_a))
+    return Claim(statement, metric, ratio, target, bool(ratio >= 5 and cost <= 0.10),
+                 f"{detail}; task-progress cost median {cost:.3f}")  # fmt: skip
+
+
 def _lm_claims(report: Report, runs: list[dict[str, Any]]) -> None:
-    orth_slopes = np.array([r["orth"]["onset"]["slope"] for r in runs])
-    in_range = float(np.mean((orth_slopes >= 3.3) & (orth_slopes <= 4.7)))
+    orth_slopes = np.array([r["orth"]["onset"]["slope"] for r in runs], float)
     report.add_claim(
-        Claim.threshold(
+        _slope_claim(
             "Tiny aligned LM, tasks orthogonalised so F g = 0: the alignment loss has a quartic onset.",
             "fraction of (task, seed) runs with early log-log slope in [3.3, 4.7]",
-            in_range,
-            ">=",
-            1.0,
-            f"{len(runs)} runs; slopes {orth_slopes.min():.3f}-{orth_slopes.max():.3f} (mean {orth_slopes.mean():.3f}); window eta s |H|_2 <= {ONSET_WINDOW}",
+            orth_slopes,
+            (3.3, 4.7),
+            f"{len(runs)} runs; window eta s |H|_2 <= {ONSET_WINDOW}",
         )
     )
-    rel = np.array([abs(r["orth"]["onset"]["u_over_t4"] / r["orth"]["c4"] - 1) for r in runs])
-    report.add_claim(
-        Claim.threshold(
-            "The measured u / t^4 matches c4 = (1/8) E z''^T C z'' computed before training by nested jvp.",
-            "largest relative error |u/t^4 / c4 - 1| over runs",
-            float(rel.max()),
-            "<=",
-            0.20,
-            f"median {np.median(rel):.3f}",
-        )
-    )
+    rel, n_undefined = _c4_errors(runs)
+    statement = "The measured u / t^4 matches c4 = (1/8) E z''^T C z'' computed before training by nested jvp."
+    metric = "largest relative error |u/t^4 / c4 - 1| over runs"
+    if n_undefined:
+        report.add_claim(
+            Claim(statement, metric, None, "<= 0.2", False,
+                  f"not measured: c4 <= 0 or u/t^4 undefined in {n_undefined} of {len(runs)} runs")
+        )  # fmt: skip
+    else:
+        report.add_claim(
+            Claim.threshold(statement, metric, float(rel.max()), "<=", 0.20,
+                            f"median {np.median(rel):.3f}")
+        )  # fmt: skip
     plain = [r for r in runs if r["plain"]["r_proj"] >= 0.05]
-    ps = np.array([r["plain"]["onset"]["slope"] for r in plain])
-    frac = float(np.mean(np.abs(ps - 2) <= 0.2)) if len(ps) else float("nan")
+    ps = np.array([r["plain"]["onset"]["slope"] for r in plain], float)
     report.add_claim(
-        Claim.threshold(
+        _slope_claim(
             "Plain tasks with a gradient component in M (r_proj >= 0.05) have a t^2 onset instead.",
             "fraction of those runs with early slope in [1.8, 2.2]",
-            frac,
-            ">=",
-            1.0,
-            f"{len(ps)} of {len(runs)} runs have r_proj >= 0.05"
-            + (f"; slopes {ps.min():.3f}-{ps.max():.3f}" if len(ps) else ""),
+            ps,
+            (1.8, 2.2),
+            f"{len(ps)} of {len(runs)} runs have r_proj >= 0.05",
         )
     )
     du = np.array([r["main"]["delta_u"] for r in runs])
     fq = np.array([r["main"]["fisher_quadratic"] for r in runs])
     rho = _spearman(fq, du)
+    why = _spearman_why_not(fq, du)
     report.add_claim(
         Claim.threshold(
             "The Fisher governs how much alignment is lost: delta^T F delta / 2 ranks the final loss.",
             "Spearman(delta^T F delta / 2, final u) over tasks x seeds",
-            rho,
+            None if why else rho,
             ">=",
             0.8,
-            f"{len(runs)} plain fine-tunes (tasks x seeds), {len(runs[0]['main']['curve_u']) - 1} GD steps at eta |H|_2 = {KAPPA_MAIN}",
+            (f"not measured: {why}; " if why else "")
+            + f"{len(runs)} plain fine-tunes (tasks x seeds), {len(runs[0]['main']['curve_u']) - 1} GD steps at eta |H|_2 = {KAPPA_MAIN}",
         )
     )
     preds = {
@@ -550,45 +688,22 @@ def _lm_claims(report: Report, runs: list[dict[str, Any]]) -> None:
         "hidden similarity": np.array([r["main"]["hidden_similarity"] for r in runs]),
     }
     rhos = {k: _spearman(v, du) for k, v in preds.items()}
-    base = {k: v for k, v in rhos.items() if k != "forecast"}
-    best = max(base, key=lambda k: -np.inf if np.isnan(base[k]) else base[k])
-    ours = rhos["forecast"]
-    report.add_claim(
-        Claim(
-            "The forecast from the geometry at the aligned point, before any training, ranks the loss better than the predictor baselines.",
-            "Spearman(second-order forecast at t = eta * steps, final u)",
-            ours,
-            ">= 0.5 and above every baseline",
-            bool(
-                not np.isnan(ours)
-                and ours >= 0.5
-                and all(np.isnan(v) or ours > v for v in base.values())
-            ),
-            "; ".join(f"{k} {v:.3f}" for k, v in rhos.items()) + f" (best baseline: {best})",
-        )
-    )
+    report.add_claim(_forecast_claim(rhos, {k: _spearman_why_not(v, du) for k, v in preds.items()}))
     report._predictor_rhos = rhos  # type: ignore[attr-defined]
-    mit = [r for r in runs if "mitigations" in r]
-    ratios, costs = [], []
-    for r in mit:
-        rows = {m["method"]: m for m in r["mitigations"]}
-        gd, pr = rows["gd"], rows["project"]
-        ratios.append(gd["delta_u"] / max(pr["delta_u"], 1e-300))
-        l0 = r["main"]["task_loss0"]
-        costs.append(1 - (l0 - pr["task_loss"]) / (l0 - gd["task_loss"]))
-    ratio, cost = float(np.median(ratios)), float(np.median(costs))
-    report.add_claim(
-        Claim(
-            "Projecting every update onto M-perp cuts the final alignment loss at least 5x for at most 10% of the task-loss progress.",
-            "median final-u ratio, plain GD / projected",
-            ratio,
-            ">= 5 with median task-progress cost <= 0.10",
-            bool(ratio >= 5 and cost <= 0.10),
-            f"{len(mit)} tasks; ratios "
-            + ", ".join(f"{x:.2f}" for x in ratios)
-            + f"; task-progress cost median {cost:.3f}",
-        )
-    )
+    rows = []
+    for r in runs:
+        if "mitigations" in r:
+            by = {m["method"]: m for m in r["mitigations"]}
+            rows.append(
+                {
+                    "gd_u": by["gd"]["delta_u"],
+                    "pr_u": by["project"]["delta_u"],
+                    "l0": r["main"]["task_loss0"],
+                    "gd_loss": by["gd"]["task_loss"],
+                    "pr_loss": by["project"]["task_loss"],
+                }
+            )
+    report.add_claim(_projection_claim(rows))
 
 
 def _tables(
