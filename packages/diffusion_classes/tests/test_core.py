@@ -47,7 +47,7 @@ def test_noised_mixture_moments_match_the_forward_process():
     assert torch.allclose(xt.mean(0), mean, atol=0.02)
 
 
-def test_sde_and_ode_samplers_recover_a_gaussian_variance():
+def test_sde_and_ode_samplers_recover_a_gaussian_variance(one_thread):
     g = GaussianMixture(torch.zeros(1, 1), torch.tensor([2.5]), torch.tensor([1.0]))
     for method in ("sde", "ode"):
         xs = sample(g.score, 4000, 1, t_max=6.0, t_min=1e-3, steps=300, method=method, seed=0)
@@ -106,8 +106,10 @@ def test_one_class_bonnaire_scaling_tau_mem_grows_with_n_tau_gen_does_not():
     for n in (16, 32, 64, 128, 256):
         x, y = g.sample(n, seed=n)
         cc = class_curves(rf, g, x, y, t=0.1, taus=taus)
-        gen.append(cc.tau_gen[0])
-        mem.append(cc.tau_mem[0])
+        assert not cc.tau_mem[0].censored
+        assert not cc.tau_gen[0].censored
+        gen.append(cc.tau_gen[0].time)
+        mem.append(cc.tau_mem[0].time)
     assert all(b > a for a, b in itertools.pairwise(mem))  # tau_mem rises with n
     assert mem[-1] / mem[0] > 8  # roughly linearly: 16x the data
     assert max(gen) / min(gen) < 1.5  # tau_gen stays put
@@ -125,7 +127,7 @@ def test_class_spectrum_decomposes_the_eigenvalues():
     assert (cs.shares >= 0).all()
 
 
-def test_cloning_speciation_time_matches_half_log_lambda():
+def test_cloning_speciation_time_matches_half_log_lambda(one_thread):
     from diffusion_classes.sampling import cloning_curve, speciation_time
 
     d = 8
@@ -138,10 +140,12 @@ def test_cloning_speciation_time_matches_half_log_lambda():
     assert out["p_same"][0] < 0.65
     assert out["p_same"][-1] > 0.95
     ts = speciation_time(out["stops"], out["p_same"], baseline=0.5)
-    assert ts == pytest.approx(0.5 * math.log(26.0), rel=0.15)
+    assert not ts.censored
+    assert not ts.early
+    assert ts.time == pytest.approx(0.5 * math.log(26.0), rel=0.15)
 
 
-def test_quadratic_loss_matches_autograd_and_adam_reaches_the_optimum():
+def test_quadratic_loss_matches_autograd_and_adam_reaches_the_optimum(one_thread):
     rf = RandomFeatures.gaussian(d=4, p=10, seed=3)
     train, _ = _mix_4d().sample(25, seed=1)
     t, n_noise = 0.3, 5
@@ -166,3 +170,82 @@ def test_quadratic_loss_matches_autograd_and_adam_reaches_the_optimum():
         loss.backward()
         opt.step()
     assert loss.item() == pytest.approx(q.value(q.optimum()) + const, abs=1e-4)
+
+
+def test_crossing_never_reached_is_censored_at_the_grid_end_not_nan():
+    import numpy as np
+
+    from diffusion_classes.dynamics import crossing
+
+    taus = np.geomspace(10, 1e6, 6)
+    never = crossing(taus, np.linspace(0, 0.5, 6), 1.0, above=True)
+    assert never.censored
+    assert not never.early
+    assert never.time == 1e6
+    assert (never.bounds.low, never.bounds.high) == (1e6, math.inf)
+    first = crossing(taus, np.linspace(2, 3, 6), 1.0, above=True)  # already above at taus[0]
+    assert first.early
+    assert (first.bounds.low, first.bounds.high) == (0.0, 10.0)
+    seen = crossing(taus, np.array([0.0, 0.5, 2.0, 3, 3, 3]), 1.0, above=True)
+    assert not seen.censored
+    assert not seen.early
+    assert taus[1] < seen.time < taus[2]
+    assert seen.bounds.exact
+
+
+def test_crossing_skips_nan_points_and_censors_at_the_last_finite_one():
+    import numpy as np
+
+    from diffusion_classes.dynamics import crossing
+
+    taus = np.array([1.0, 10.0, 100.0, 1000.0])
+    # a NaN between two finite points: interpolated across it (log-midpoint of 1 and 100)
+    cr = crossing(taus, np.array([0.0, np.nan, 2.0, 3.0]), 1.0, above=True)
+    assert cr.time == pytest.approx(10.0)
+    # diverged after step 10: censored at 10, the last point that was measured
+    cr = crossing(taus, np.array([0.0, 0.5, np.nan, np.nan]), 1.0, above=True)
+    assert cr.censored
+    assert cr.time == 10.0
+    assert math.isnan(crossing(taus, np.full(4, np.nan), 1.0, above=True).time)
+    with pytest.raises(ValueError, match="one length"):
+        crossing(taus, np.zeros(3), 1.0, above=True)
+
+
+def test_generalisation_time_of_a_curve_that_never_drops_is_early_not_censored(monkeypatch):
+    """An error already at its minimum at tau[0] reached it by then (it used to be NaN)."""
+    import numpy as np
+
+    from diffusion_classes import dynamics
+
+    class Flat:
+        def values(self, As):
+            return torch.ones(As.shape[0], dtype=torch.float64)
+
+    monkeypatch.setattr(dynamics, "score_error", lambda *a, **k: Flat())
+    g = GaussianMixture(torch.zeros(1, 4), torch.tensor([1.0]), torch.tensor([1.0]))
+    rf = RandomFeatures.gaussian(d=4, p=16, seed=0)
+    x, y = g.sample(8, seed=0)
+    taus = np.geomspace(10, 1e3, 5)
+    cc = dynamics.class_curves(rf, g, x, y, t=0.1, taus=taus, n_noise=2)
+    assert cc.tau_gen[0].early
+    assert cc.tau_gen[0].time == 10.0
+
+
+def test_speciation_time_flags_censored_early_and_skips_nan_stops():
+    from diffusion_classes.sampling import speciation_time
+
+    stops = torch.tensor([0.8, 0.4, 0.2, 0.1], dtype=torch.float64)  # any order
+    # level (1 + 0.5) / 2 = 0.75; the class never occurred at stop 0.4 (NaN): left out, so the
+    # crossing is interpolated between 0.2 (p = 1) and 0.8 (p = 0.5), not NaN
+    ts = speciation_time(stops, torch.tensor([0.5, math.nan, 1.0, 1.0]), 0.5)
+    assert ts.time == pytest.approx(0.5)
+    assert not ts.censored
+    assert not ts.early
+    never = speciation_time(stops, torch.tensor([0.9, 0.9, 1.0, 1.0]), 0.5)  # still above at 0.8
+    assert never.censored
+    assert never.time == pytest.approx(0.8)
+    already = speciation_time(stops, torch.tensor([0.5, 0.5, 0.6, 0.7]), 0.5)  # below at 0.1
+    assert already.early
+    assert already.time == pytest.approx(0.1)
+    assert (already.bounds.low, already.bounds.high) == (0.0, pytest.approx(0.1))
+    assert math.isnan(speciation_time(stops, torch.full((4,), math.nan), 0.5).time)

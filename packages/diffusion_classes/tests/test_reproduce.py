@@ -18,7 +18,15 @@ def test_smoke_reproduce_writes_a_report(tmp_path):
         assert 0 < r["tau_gen_0"] < math.inf
         assert 0 < r["pred_gen_1"] < math.inf
     clone = report.tables["clone"]
-    assert all(0 < r["exact_0"] < 4 for r in clone)
+    for r in clone:  # a speciation time lies on the stop grid [0.05, 4]; outside it, flagged
+        assert 0.05 <= r["exact_0"] <= 4.0
+        assert not (r["exact_0_censored"] and r["exact_0_early"])
+        assert not r["exact_0_censored"] or r["exact_0"] == pytest.approx(4.0)
+        assert not r["exact_0_early"] or r["exact_0"] == pytest.approx(0.05)
+    for r in report.tables["null"]:  # never NaN: censored at the grid end
+        assert 0 < r["tau_mem_0"] <= 3e6
+    for c in report.claims:  # an unmeasured claim is never supported
+        assert not c.supported or (c.value is not None and not math.isnan(c.value))
     unet = report.tables["unet"][0]
     assert unet["dataset"] == "digits"
     assert unet["var_0"] > 0

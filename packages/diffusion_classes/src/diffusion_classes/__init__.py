@@ -13,7 +13,7 @@ from .data import (
     load_digits_images,
     load_fashion_mnist,
 )
-from .dynamics import ClassCurves, ScoreError, class_curves, crossing, score_error
+from .dynamics import ClassCurves, Crossing, ScoreError, class_curves, crossing, score_error
 from .mixture import GaussianMixture, delta, empirical_score, forward_noise
 from .random_features import (
     ClassSpectrum,
@@ -51,6 +51,7 @@ from .unet import (
 __all__ = [
     "ClassCurves",
     "ClassSpectrum",
+    "Crossing",
     "EquivalentCoefficients",
     "GaussianMixture",
     "ImageSet",

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from scipy.stats import spearmanr
@@ -27,6 +27,10 @@ from paper_common import (
     pin_threads,
     write_report,
 )
+from paper_common.device import pinned_threads
+from paper_common.stats import Bounds, ratio_bounds
+
+from .dynamics import Crossing
 
 
 @dataclass(frozen=True)
@@ -114,7 +118,8 @@ def _rf_job(cfg: Scale, kind: str, seed: int, value: float, extra: float = 1.0) 
     pred = predict_timescales(rf, mix, counts, cfg.t)
     row: dict[str, Any] = {"job": kind, "seed": seed, "value": value, "extra": extra}
     for c in range(len(counts)):
-        row |= {f"n_{c}": counts[c], f"tau_gen_{c}": cc.tau_gen[c], f"tau_mem_{c}": cc.tau_mem[c],
+        row |= {f"n_{c}": counts[c], **_cols(f"tau_gen_{c}", cc.tau_gen[c]),
+                **_cols(f"tau_mem_{c}", cc.tau_mem[c]),
                 f"pred_gen_{c}": float(pred.tau_gen[c]), f"pred_mem_{c}": float(pred.tau_mem[c])}  # fmt: skip
     if seed == cfg.seeds[0] and kind == "variance" and value == max(cfg.ratios):
         from .random_features import class_spectrum
@@ -160,8 +165,8 @@ def _clone_job(cfg: Scale, seed: int, w: float) -> dict[str, Any]:
     for c in range(3):
         partner = max((o for o in range(3) if o != c), key=lambda o: wts[o])
         row |= {
-            f"measured_{c}": speciation_time(st, res["p_same_by_class"][:, c], wts[c]),
-            f"exact_{c}": speciation_time(st, torch.as_tensor(exact[:, c]), wts[c]),
+            **_cols(f"measured_{c}", speciation_time(st, res["p_same_by_class"][:, c], wts[c])),
+            **_cols(f"exact_{c}", speciation_time(st, torch.as_tensor(exact[:, c]), wts[c])),
             f"closed_form_{c}": two_class_speciation_time(
                 cfg.clone_distance2, 1.0, wts[c] / (wts[c] + wts[partner])),
         }  # fmt: skip
@@ -185,7 +190,6 @@ def _unet_job(cfg: Scale, seed: int) -> dict[str, Any]:
     from .data import geometric_counts, imbalanced_split, load_digits_images, load_fashion_mnist
     from .unet import class_copy_fractions, make_unet, train_unet
 
-    torch.set_num_threads(1)
     root = os.environ.get("DIFFUSION_CLASSES_DATA")
     data = load_fashion_mnist(root) if cfg.fashion and root else load_digits_images()
     size = data.images.shape[-1]
@@ -204,7 +208,7 @@ def _unet_job(cfg: Scale, seed: int) -> dict[str, Any]:
     row: dict[str, Any] = {"job": "unet", "seed": seed, "dataset": "fashion" if cfg.fashion and root
                            else "digits"}  # fmt: skip
     for c in cfg.unet_classes:
-        row |= {f"n_{c}": counts[c], f"var_{c}": var[c], f"tau_mem_{c}": run.tau_mem[c]}
+        row |= {f"n_{c}": counts[c], f"var_{c}": var[c], **_cols(f"tau_mem_{c}", run.tau_mem[c])}
     if seed == cfg.seeds[0]:
         from sklearn.neighbors import KNeighborsClassifier
 
@@ -224,17 +228,17 @@ def _unet_job(cfg: Scale, seed: int) -> dict[str, Any]:
 def _job(args: tuple[Any, ...]) -> dict[str, Any]:
     import time
 
-    import torch
-
-    torch.set_num_threads(1)
     t0 = time.perf_counter()
     kind = args[1]
-    if kind == "unet":
-        row = _unet_job(args[0], args[2])
-    elif kind == "clone":
-        row = _clone_job(args[0], args[2], args[3])
-    else:
-        row = _rf_job(*args)
+    # one thread in every job, in a worker process or in this one, so the numbers do not depend on
+    # the number of workers
+    with pinned_threads(1, torch=True):
+        if kind == "unet":
+            row = _unet_job(args[0], args[2])
+        elif kind == "clone":
+            row = _clone_job(args[0], args[2], args[3])
+        else:
+            row = _rf_job(*args)
     return row | {"job_s": time.perf_counter() - t0}
 
 
@@ -288,46 +292,201 @@ def reproduce(
     return report
 
 
+# ---------------------------------------------------------------- censored times and their claims
+def _cols(key: str, cr: Crossing) -> dict[str, Any]:
+    """A time as row columns: ``key`` (the grid end when censored), ``key_censored``, ``key_early``."""
+    return {key: cr.time, f"{key}_censored": cr.censored, f"{key}_early": cr.early}
+
+
+def _bounds(row: dict[str, Any], key: str) -> Bounds:
+    """What is known of the time ``row[key]`` (see :func:`_cols`)."""
+    return Crossing(row[key], row[f"{key}_censored"], row[f"{key}_early"]).bounds
+
+
+def _fmt(row: dict[str, Any], key: str) -> str:
+    """``123``, ``>=1e+06`` (censored) or ``<=10`` (early)."""
+    v = row[key]
+    return (">=" if row[f"{key}_censored"] else "<=" if row[f"{key}_early"] else "") + f"{v:.3g}"
+
+
+def _n_inexact(rows: list[dict[str, Any]], keys: list[str]) -> int:
+    return sum(bool(r[f"{k}_censored"] or r[f"{k}_early"]) for r in rows for k in keys)
+
+
+def _less(a: Bounds, b: Bounds) -> bool | None:
+    """``a < b`` for every value the bounds allow (True), for none (False), or undetermined (None):
+    an observed time before a censored one is True, two censored times are None."""
+    if a.high < b.low:
+        return True
+    if a.low >= b.high:
+        return False
+    return None
+
+
+def _and(*verdicts: bool | None) -> bool | None:
+    if any(v is False for v in verdicts):
+        return False
+    return True if all(v is True for v in verdicts) else None
+
+
+def _fraction(verdicts: list[bool | None]) -> Bounds:
+    """The fraction of True among ``verdicts`` when each None may go either way."""
+    if not verdicts:
+        return Bounds(math.nan, math.nan)
+    yes = sum(v is True for v in verdicts)
+    unknown = sum(v is None for v in verdicts)
+    return Bounds(yes / len(verdicts), (yes + unknown) / len(verdicts))
+
+
+def _log(b: Bounds) -> tuple[float, float]:
+    with np.errstate(divide="ignore"):
+        return float(np.log(b.low)), float(np.log(b.high))
+
+
+def _slope_bounds(x: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> Bounds:
+    """Bounds on the least-squares slope of ``y`` on ``x`` when ``y_i`` is only known to lie in
+    ``[lo_i, hi_i]``: the slope is ``sum_i w_i y_i`` with ``w_i = (x_i - mean x) / S_xx``, so it is
+    lowest with ``y_i = lo_i`` where ``w_i > 0`` and ``y_i = hi_i`` where ``w_i < 0``. A censored
+    point above the mean of ``x`` only raises the slope; one below it leaves no lower bound."""
+    x, lo, hi = (np.asarray(a, dtype=float) for a in (x, lo, hi))
+    w = x - x.mean()
+    sxx = float((w**2).sum())
+    if sxx == 0:
+        return Bounds(math.nan, math.nan)
+    w = w / sxx
+    pos, neg = w > 0, w < 0  # w == 0 contributes nothing (and 0 * inf would be NaN)
+    low = float((w[pos] * lo[pos]).sum() + (w[neg] * hi[neg]).sum())
+    high = float((w[pos] * hi[pos]).sum() + (w[neg] * lo[neg]).sum())
+    return Bounds(low, high)
+
+
+def _range_bounds(times: list[Bounds]) -> Bounds:
+    """Bounds on ``max - min`` of the log times (natural log)."""
+    lo, hi = np.array([_log(b) for b in times]).T
+    return Bounds(max(0.0, float(np.max(lo) - np.min(hi))), float(np.max(hi) - np.min(lo)))
+
+
+def _log_ratio(rows: list[dict[str, Any]], k1: str, k0: str) -> tuple[float, Bounds]:
+    """Mean over ``rows`` of ``log(row[k1] / row[k0])``: the value with censored times at the grid
+    ends, and its bounds."""
+    point = float(np.mean([math.log(r[k1] / r[k0]) for r in rows]))
+    lo, hi = [], []
+    for r in rows:
+        (l1, h1), (l0, h0) = _log(_bounds(r, k1)), _log(_bounds(r, k0))
+        lo.append(l1 - h0)
+        hi.append(h1 - l0)
+    return point, Bounds(float(np.mean(lo)), float(np.mean(hi)))
+
+
+def _signed(point: float, b: Bounds) -> float:
+    """``point`` where the bounds fix its sign (or it is exactly 0), NaN where censoring leaves the
+    sign open."""
+    determined = b.low > 0 or b.high < 0 or (b.exact and b.low == 0)
+    return point if determined else math.nan
+
+
 def _log_crossing(x: np.ndarray, y: np.ndarray) -> float:
-    """Where ``y`` first changes sign along decreasing ``x`` (log-interpolated in x); NaN if never."""
-    order = np.argsort(-x)
+    """Where ``y`` first changes sign along decreasing ``x`` (log-interpolated in x); NaN if never.
+
+    NaN values of ``y`` (sign unknown) are left out, so a flip after one is still found (between the
+    neighbouring known points); a run of exact zeros between a positive and a negative value is a
+    crossing at the first zero; zeros before the first non-zero value are not a flip."""
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    keep = ~np.isnan(y)
+    x, y = x[keep], y[keep]
+    order = np.argsort(-x, kind="stable")
     x, y = x[order], y[order]
-    s = np.sign(y)
-    idx = np.flatnonzero(s[1:] != s[:-1])
-    if len(idx) == 0 or s[0] == 0:
+    nz = np.flatnonzero(y != 0)
+    s = np.sign(y[nz])
+    change = np.flatnonzero(s[1:] != s[:-1])
+    if change.size == 0:
         return math.nan
-    i = int(idx[0])
-    f = y[i] / (y[i] - y[i + 1])
-    return float(np.exp(np.log(x[i]) + f * (np.log(x[i + 1]) - np.log(x[i]))))
+    i, j = int(nz[change[0]]), int(nz[change[0] + 1])
+    if j > i + 1:  # zeros in between: the curve is at 0 there
+        return float(x[i + 1])
+    f = y[i] / (y[i] - y[j])
+    return float(np.exp(np.log(x[i]) + f * (np.log(x[j]) - np.log(x[i]))))
 
 
 def _flips(rows: list[dict[str, Any]], cfg: Scale) -> list[dict[str, Any]]:
     """Per variance ratio: the minority fraction at which the generalisation order flips, measured
-    (seed-mean log tau ratio) and predicted (Gaussian-equivalence times on a fine grid)."""
+    (seed-mean log tau ratio; a fraction where censored times leave its sign open is skipped) and
+    predicted (Gaussian-equivalence times on a fine grid)."""
     from .random_features import RandomFeatures
     from .theory import predict_timescales
 
     out = []
-    fine = np.geomspace(0.5, min(cfg.minority) / 2, 40)
+    fine = np.geomspace(0.5, float(np.min(cfg.minority)) / 2, 40)
     for r in cfg.imbalance_ratios:
         ws = np.asarray(cfg.minority)
-        gap = [np.mean([math.log(x["tau_gen_1"] / x["tau_gen_0"]) for x in rows
-                        if x["extra"] == r and x["value"] == w]) for w in ws]  # fmt: skip
-        mgap = [np.mean([math.log(x["tau_mem_1"] / x["tau_mem_0"]) for x in rows
-                         if x["extra"] == r and x["value"] == w]) for w in ws]  # fmt: skip
+        at = [[x for x in rows if x["extra"] == r and x["value"] == w] for w in ws]
+        gap = np.asarray([_signed(*_log_ratio(a, "tau_gen_1", "tau_gen_0")) for a in at])
+        mgap = np.asarray([_signed(*_log_ratio(a, "tau_mem_1", "tau_mem_0")) for a in at])
         pred = []
         rf = RandomFeatures.gaussian(cfg.d, cfg.p, seed=cfg.seeds[0])
         for w in fine:
             mix = _two_class(cfg, cfg.seeds[0], r, 1.0, float(w))
             n1 = max(2, round(cfg.n * w))
             pt = predict_timescales(rf, mix, [cfg.n - n1, n1], cfg.t).tau_gen
-            pred.append(math.log(pt[1] / pt[0]))
-        out.append({"variance_ratio": r, "measured_flip_gen": _log_crossing(ws, np.asarray(gap)),
-                    "measured_flip_mem": _log_crossing(ws, np.asarray(mgap)),
+            with np.errstate(divide="ignore", invalid="ignore"):
+                pred.append(float(np.log(pt[1] / pt[0])))
+        out.append({"variance_ratio": r, "measured_flip_gen": _log_crossing(ws, gap),
+                    "measured_flip_mem": _log_crossing(ws, mgap),
                     "predicted_flip_gen": _log_crossing(fine, np.asarray(pred)),
-                    "log_tau_gen_ratio_by_w": " ".join(f"{g:+.2f}" for g in gap),
-                    "log_tau_mem_ratio_by_w": " ".join(f"{g:+.2f}" for g in mgap)})  # fmt: skip
+                    "log_tau_gen_ratio_by_w": " ".join("?" if math.isnan(g) else f"{g:+.2f}" for g in gap),
+                    "log_tau_mem_ratio_by_w": " ".join("?" if math.isnan(g) else f"{g:+.2f}" for g in mgap)})  # fmt: skip
     return out
+
+
+def _flip_error(flips: list[dict[str, Any]]) -> tuple[float, list[float]]:
+    """``max |log2(predicted / measured)|`` over the variance ratios whose measured order flips (a
+    measured flip with no predicted one is a mismatch: inf), NaN when none flips; and the
+    predicted flips that were not measured."""
+    measured = [f for f in flips if not math.isnan(f["measured_flip_gen"])]
+    errs = [abs(math.log2(f["predicted_flip_gen"] / f["measured_flip_gen"]))
+            if math.isfinite(f["predicted_flip_gen"]) else math.inf for f in measured]  # fmt: skip
+    unmatched = [f["variance_ratio"] for f in flips
+                 if math.isnan(f["measured_flip_gen"]) and math.isfinite(f["predicted_flip_gen"])]  # fmt: skip
+    return (float(np.max(errs)) if errs else math.nan), unmatched
+
+
+def _delay(row: dict[str, Any]) -> Bounds:
+    """Bounds on ``min(t_0, t_1) - t_2`` (speciation times of the two majority classes and the
+    minority), each time known only within its bounds."""
+    b0, b1, b2 = (_bounds(row, f"measured_{c}") for c in range(3))
+    return Bounds(min(b0.low, b1.low) - b2.high, min(b0.high, b1.high) - b2.low)
+
+
+def _min_bounds(bs: list[Bounds]) -> Bounds:
+    """Bounds on the minimum of quantities known within ``bs``."""
+    return Bounds(float(np.min([b.low for b in bs])), float(np.min([b.high for b in bs])))
+
+
+def _censored_spearman(x: list[float], times: list[float]) -> float:
+    """Spearman(x, -time), a censored time entered at the budget (below every observed ``-time``;
+    censored times tie with each other); NaN when either side is constant (all censored, say)."""
+    x_a, t_a = np.asarray(x, dtype=float), np.asarray(times, dtype=float)
+    if x_a.size < 3 or np.ptp(x_a) == 0 or np.ptp(t_a) == 0:
+        return math.nan
+    return float(spearmanr(x_a, -t_a).statistic)
+
+
+def _decided(statement: str, metric: str, bounds: Bounds, op: Literal[">", ">=", "<", "<="],
+             target: float, note: str) -> Claim:  # fmt: skip
+    """A claim decided on the whole range the censored times allow: supported only if every value
+    satisfies ``op target``. The value shown is the range's end nearest the target (the worst case
+    of a supported claim, the best case of a refuted one, the failing end of an undecided one)."""
+    verdict = bounds.decide(op, target)
+    worst = bounds.low if op in (">", ">=") else bounds.high
+    best = bounds.high if op in (">", ">=") else bounds.low
+    value = None if not bounds.defined else (best if verdict is False else worst)
+    if not bounds.defined:
+        note += "; undefined (0 / 0 or nothing measured), so not supported"
+    elif verdict is None:
+        note += f"; the value is {bounds}: censored times leave it undecided, so not supported"
+    elif not bounds.exact:
+        note += f"; the value is {bounds} (censored times make it a range; decided on all of it)"
+    return Claim(statement, metric, value, f"{op} {target:g}", verdict is True, note)
 
 
 def _claims(report: Report, by: dict[str, list[dict[str, Any]]], flips: list[dict[str, Any]],
@@ -336,103 +495,137 @@ def _claims(report: Report, by: dict[str, list[dict[str, Any]]], flips: list[dic
     # 0. the homogeneous null model (Bonnaire et al.)
     null = by["null"]
     ns = np.asarray([r["value"] for r in null])
-    rho_mem = spearmanr(ns, [r["tau_mem_0"] for r in null]).statistic
-    gen = {n: np.mean([r["tau_gen_0"] for r in null if r["value"] == n]) for n in cfg.null_ns}
-    mem = {n: np.mean([r["tau_mem_0"] for r in null if r["value"] == n]) for n in cfg.null_ns}
-    slope = np.polyfit(np.log(list(mem)), np.log(list(mem.values())), 1)[0]
-    gspread = max(gen.values()) / min(gen.values())
-    report.add_claim(Claim.threshold(
+    rho_mem = spearmanr(ns, [r["tau_mem_0"] for r in null]).statistic  # censored at the grid end
+    at = {n: [r for r in null if r["value"] == n] for n in cfg.null_ns}
+    gen = {n: float(np.mean([r["tau_gen_0"] for r in rs])) for n, rs in at.items()}
+    mem_b = {n: Bounds(float(np.mean([_bounds(r, "tau_mem_0").low for r in rs])),
+                       float(np.mean([_bounds(r, "tau_mem_0").high for r in rs])))
+             for n, rs in at.items()}  # fmt: skip
+    lo, hi = np.array([_log(b) for b in mem_b.values()]).T
+    slope = _slope_bounds(np.log(np.asarray(cfg.null_ns, dtype=float)), lo, hi)
+    g = np.asarray(list(gen.values()))
+    gspread = float(np.max(g) / np.min(g))
+    report.add_claim(_decided(
         "homogeneous null model (one class, Bonnaire et al.): tau_mem grows with n while tau_gen stays flat",
-        f"log-log slope of tau_mem vs n (mean of {n_seeds} seeds); tau_gen max/min reported", float(slope),
+        f"log-log slope of tau_mem vs n (mean of {n_seeds} seeds); tau_gen max/min reported", slope,
         ">", 0.5,
-        f"Spearman(n, tau_mem) = {rho_mem:.2f}; tau_gen " + "/".join(f"{v:.0f}" for v in gen.values())
-        + f" (max/min {gspread:.2f}), tau_mem " + "/".join(f"{v:.0f}" for v in mem.values())
-        + f" for n = {'/'.join(map(str, cfg.null_ns))}; predicted tau_gen "
-        + "/".join(f"{np.mean([r['pred_gen_0'] for r in null if r['value'] == n]):.0f}" for n in cfg.null_ns)
+        f"Spearman(n, tau_mem) = {rho_mem:.2f} (censored times at the grid end); tau_gen "
+        + "/".join(f"{v:.0f}" for v in gen.values())
+        + f" (max/min {gspread:.2f}), tau_mem " + "/".join(str(b) for b in mem_b.values())
+        + f" for n = {'/'.join(map(str, cfg.null_ns))}; {_n_inexact(null, ['tau_mem_0'])} of "
+        f"{len(null)} tau_mem censored or before the grid; predicted tau_gen "
+        + "/".join(f"{np.mean([r['pred_gen_0'] for r in at[n]]):.0f}" for n in cfg.null_ns)
         + ", predicted tau_mem (relaxation time, not onset) "
-        + "/".join(f"{np.mean([r['pred_mem_0'] for r in null if r['value'] == n]):.0f}" for n in cfg.null_ns),
+        + "/".join(f"{np.mean([r['pred_mem_0'] for r in at[n]]):.0f}" for n in cfg.null_ns),
     ))  # fmt: skip
     # 1. learning order follows variance at balanced sampling
     var = by["variance"]
-    ok = [r["tau_gen_1"] < r["tau_gen_0"] and r["tau_mem_1"] < r["tau_mem_0"] for r in var]
-    agree = [(r["pred_gen_1"] < r["pred_gen_0"]) == (r["tau_gen_1"] < r["tau_gen_0"])
-             and (r["pred_mem_1"] < r["pred_mem_0"]) == (r["tau_mem_1"] < r["tau_mem_0"]) for r in var]  # fmt: skip
-    report.add_claim(Claim.threshold(
+    gen_less = [_less(_bounds(r, "tau_gen_1"), _bounds(r, "tau_gen_0")) for r in var]
+    mem_less = [_less(_bounds(r, "tau_mem_1"), _bounds(r, "tau_mem_0")) for r in var]
+    ok = [_and(a, b) for a, b in zip(gen_less, mem_less, strict=True)]
+    keys = ["tau_gen_0", "tau_gen_1", "tau_mem_0", "tau_mem_1"]
+    undecided = (f"; {sum(v is None for v in ok)} setting(s) undetermined ({_n_inexact(var, keys)} "
+                 "censored or early times: an observed time before a censored one counts as earlier, "
+                 "two censored times are undetermined)")  # fmt: skip
+    report.add_claim(_decided(
         "at balanced sampling the higher-variance class generalises and memorises first",
         f"fraction of {len(var)} settings (variance ratio x seed) with tau_gen and tau_mem of the "
-        "high-variance class both smaller", float(np.mean(ok)), ">=", 0.9,
-        "; ".join(f"r={r['value']:g} s{r['seed']}: gen {r['tau_gen_0']:.0f}/{r['tau_gen_1']:.0f}, "
-                  f"mem {r['tau_mem_0']:.0f}/{r['tau_mem_1']:.0f}" for r in var),
+        "high-variance class both smaller", _fraction(ok), ">=", 0.9,
+        "; ".join(f"r={r['value']:g} s{r['seed']}: gen {_fmt(r, 'tau_gen_0')}/{_fmt(r, 'tau_gen_1')}, "
+                  f"mem {_fmt(r, 'tau_mem_0')}/{_fmt(r, 'tau_mem_1')}" for r in var) + undecided,
     ))  # fmt: skip
-    report.add_claim(Claim.threshold(
+
+    def same(pred: bool, measured: bool | None) -> bool | None:
+        return None if measured is None else pred == measured
+
+    agree = [_and(same(r["pred_gen_1"] < r["pred_gen_0"], gl), same(r["pred_mem_1"] < r["pred_mem_0"], ml))
+             for r, gl, ml in zip(var, gen_less, mem_less, strict=True)]  # fmt: skip
+    report.add_claim(_decided(
         "the measured order agrees with the order the spectrum (Gaussian-equivalence bulks) predicts",
         "fraction of settings where the predicted tau_gen and tau_mem orders both match the measured ones",
-        float(np.mean(agree)), ">=", 0.9,
+        _fraction(agree), ">=", 0.9,
         "predicted gen/mem times (class 0/1): "
         + "; ".join(f"r={r['value']:g} s{r['seed']}: {r['pred_gen_0']:.0f}/{r['pred_gen_1']:.0f}, "
-                    f"{r['pred_mem_0']:.0f}/{r['pred_mem_1']:.0f}" for r in var),
+                    f"{r['pred_mem_0']:.0f}/{r['pred_mem_1']:.0f}" for r in var)
+        + f"; {sum(v is None for v in agree)} setting(s) with a measured order left open by censoring",
     ))  # fmt: skip
 
     # 2. centroid geometry is secondary
-    def spread(rows: list[dict[str, Any]]) -> float:
-        return float(np.mean([np.ptp([math.log(r["tau_gen_1"]) for r in rows if r["seed"] == s])
-                              for s in {r["seed"] for r in rows}]))  # fmt: skip
+    def spread(rows: list[dict[str, Any]]) -> Bounds:
+        per_seed = [_range_bounds([_bounds(r, "tau_gen_1") for r in rows if r["seed"] == s])
+                    for s in sorted({r["seed"] for r in rows})]  # fmt: skip
+        return Bounds(float(np.mean([b.low for b in per_seed])),
+                      float(np.mean([b.high for b in per_seed])))  # fmt: skip
 
     s_mu, s_var = spread(by["centroid"]), spread(by["centroid_variance"])
-    report.add_claim(Claim.threshold(
+    report.add_claim(_decided(
         "centroid geometry is secondary: varying |mu_c| moves tau_gen,c less than varying sigma_c^2",
         "range of log tau_gen,1 over the centroid sweep / over the variance sweep (mean of seeds)",
-        s_mu / s_var, "<", 1.0,
-        f"|mu_1| in {cfg.centroid_norms} (variance 2): range {s_mu:.2f}; sigma_1^2 in {cfg.variances} "
-        f"(|mu_1| = 1): range {s_var:.2f} (natural-log units)",
+        ratio_bounds(s_mu, s_var), "<", 1.0,
+        f"|mu_1| in {cfg.centroid_norms} (variance 2): range {s_mu}; sigma_1^2 in {cfg.variances} "
+        f"(|mu_1| = 1): range {s_var} (natural-log units); a variance-sweep range of 0 makes the "
+        "ratio inf (0 / 0: undefined)",
     ))  # fmt: skip
     # 3. imbalance modulates and can reverse the order
-    measured = [f for f in flips if not math.isnan(f["measured_flip_gen"])]
-    err = max((abs(math.log2(f["predicted_flip_gen"] / f["measured_flip_gen"])) for f in measured
-               if not math.isnan(f["predicted_flip_gen"])), default=math.inf) if measured else math.nan  # fmt: skip
+    err, unmatched = _flip_error(flips)
+
+    def flip(v: float) -> str:
+        return "none" if math.isnan(v) else f"{v:.3g}"
+
     report.add_claim(Claim.threshold(
         "imbalance can reverse the order: making the high-variance class a minority flips tau_gen at a "
         "minority fraction the spectrum predicts",
-        "max |log2(predicted / measured flip fraction)| over variance ratios whose order flips (NaN: none flips)",
+        "max |log2(predicted / measured flip fraction)| over variance ratios whose order flips "
+        "(NaN: none flips; inf: a measured flip with none predicted)",
         err, "<=", 1.0,
-        "; ".join(f"r={f['variance_ratio']:g}: measured flip w = {f['measured_flip_gen']:.3g} (tau_mem "
-                  f"{f['measured_flip_mem']:.3g}), predicted {f['predicted_flip_gen']:.3g}; "
+        "; ".join(f"r={f['variance_ratio']:g}: measured flip w = {flip(f['measured_flip_gen'])} (tau_mem "
+                  f"{flip(f['measured_flip_mem'])}), predicted {flip(f['predicted_flip_gen'])}; "
                   f"log(tau_gen,1/tau_gen,0) at w = {cfg.minority}: {f['log_tau_gen_ratio_by_w']}"
-                  for f in flips),
+                  for f in flips)
+        + (f"; predicted but not measured at r = {', '.join(f'{r:g}' for r in unmatched)}"
+           if unmatched else "")
+        + ("; no measured flip: not measured" if math.isnan(err) else "")
+        + "; ? = sign left open by censored times",
     ))  # fmt: skip
     # 4. minority speciation
     cl = [r for r in by["clone"] if r["value"] == cfg.clone_weight]
     bal = [r for r in by["clone"] if r["value"] != cfg.clone_weight]
-    delay = [min(r["measured_0"], r["measured_1"]) - r["measured_2"] for r in cl]
-    rel = [abs(r[f"measured_{c}"] / r[f"exact_{c}"] - 1) for r in cl for c in range(3)]
-    report.add_claim(Claim.threshold(
+    rel = [abs(r[f"measured_{c}"] / r[f"exact_{c}"] - 1) for r in cl for c in range(3)
+           if _bounds(r, f"measured_{c}").exact and _bounds(r, f"exact_{c}").exact
+           and r[f"exact_{c}"] > 0]  # fmt: skip
+    clone_keys = [f"{m}_{c}" for m in ("measured", "exact") for c in range(3)]
+    report.add_claim(_decided(
         f"under strong imbalance (minority weight {cfg.clone_weight:g}) the minority class speciates later "
         "in the backward process than the majority classes",
         f"min over {len(cl)} seeds of (earliest majority speciation time - minority speciation time)",
-        float(min(delay)), ">", 0.0,
-        "; ".join(f"s{r['seed']}: measured {r['measured_0']:.2f}/{r['measured_1']:.2f}/{r['measured_2']:.2f}, "
-                  f"exact-posterior {r['exact_0']:.2f}/{r['exact_1']:.2f}/{r['exact_2']:.2f}, closed form "
-                  f"{r['closed_form_0']:.2f}/{r['closed_form_1']:.2f}/{r['closed_form_2']:.2f}" for r in cl)
-        + f"; max |measured/exact - 1| = {max(rel):.2f}; (1/2) log Lambda = {cl[0]['half_log_lambda']:.2f}; "
-        "balanced (1/3 each) measured "
-        + "; ".join(f"{r['measured_0']:.2f}/{r['measured_1']:.2f}/{r['measured_2']:.2f}" for r in bal),
+        _min_bounds([_delay(r) for r in cl]), ">", 0.0,
+        "; ".join(f"s{r['seed']}: measured " + "/".join(_fmt(r, f"measured_{c}") for c in range(3))
+                  + ", exact-posterior " + "/".join(_fmt(r, f"exact_{c}") for c in range(3))
+                  + f", closed form {r['closed_form_0']:.2f}/{r['closed_form_1']:.2f}/{r['closed_form_2']:.2f}"
+                  for r in cl)
+        + (f"; max |measured/exact - 1| = {np.max(rel):.2f}" if rel else "; no measured/exact pair observed")
+        + f" ({len(rel)} of {3 * len(cl)} pairs; {_n_inexact(cl, clone_keys)} times outside the stop grid "
+        f"[0.05, 4]); (1/2) log Lambda = {cl[0]['half_log_lambda']:.2f}; balanced (1/3 each) measured "
+        + "; ".join("/".join(_fmt(r, f"measured_{c}") for c in range(3)) for r in bal),
     ))  # fmt: skip
-    # 5. U-Net on imbalanced digits
-    rhos, nrhos = [], []
+    # 5. U-Net on imbalanced digits: a class that never starts to memorise is kept, censored at the
+    # last step (it memorises after every class that did)
+    rhos, nrhos, n_cens, n_nan = [], [], 0, 0
     for r in by["unet"]:
         cs = [c for c in cfg.unet_classes if not math.isnan(r[f"tau_mem_{c}"])]
-        v = [r[f"var_{c}"] for c in cs]
-        tm = [-r[f"tau_mem_{c}"] for c in cs]
-        rhos.append(float(spearmanr(v, tm).statistic) if len(cs) > 2 else math.nan)
-        nrhos.append(
-            float(spearmanr([r[f"n_{c}"] for c in cs], tm).statistic) if len(cs) > 2 else math.nan
-        )
+        n_nan += len(cfg.unet_classes) - len(cs)
+        n_cens += sum(bool(r[f"tau_mem_{c}_censored"]) for c in cs)
+        tm = [r[f"tau_mem_{c}"] for c in cs]
+        rhos.append(_censored_spearman([r[f"var_{c}"] for c in cs], tm))
+        nrhos.append(_censored_spearman([r[f"n_{c}"] for c in cs], tm))
     report.add_claim(Claim.threshold(
         "U-Net on imbalanced digits: classes with higher variance begin to memorise earlier",
         f"mean over {len(rhos)} seeds of Spearman(class variance, -tau_mem) over {len(cfg.unet_classes)} classes",
         float(np.mean(rhos)), ">=", 0.5,
         "per seed " + ", ".join(f"{x:+.2f}" for x in rhos) + "; Spearman(n_c, -tau_mem) "
-        + ", ".join(f"{x:+.2f}" for x in nrhos) + f"; mem_tol {cfg.unet_mem_tol}, {cfg.unet_steps} steps",
+        + ", ".join(f"{x:+.2f}" for x in nrhos) + f"; mem_tol {cfg.unet_mem_tol}, {cfg.unet_steps} steps; "
+        f"{n_cens} class run(s) never started to memorise (censored at {cfg.unet_steps} steps, ranked "
+        f"last, tied), {n_nan} not measured (left out); nan: every class censored (no order)",
     ))  # fmt: skip
 
 
@@ -440,9 +633,9 @@ def _plot_curves(c: dict[str, Any], cfg: Scale):  # type: ignore[no-untyped-def]
     fig, axes = new_figure(1, 2, size=(10, 3.6))
     for k, lab in ((0, "class 0 (variance 1)"), (1, f"class 1 (variance {max(cfg.ratios):g})")):
         (line,) = axes[0].plot(c["taus"], c["gen"][k], label=lab)
-        axes[0].axvline(c["tau_gen"][k], color=line.get_color(), ls=":")
+        axes[0].axvline(c["tau_gen"][k].time, color=line.get_color(), ls=":")
         axes[1].plot(c["taus"], c["test"][k] - c["train"][k], color=line.get_color(), label=lab)
-        axes[1].axvline(c["tau_mem"][k], color=line.get_color(), ls=":")
+        axes[1].axvline(c["tau_mem"][k].time, color=line.get_color(), ls=":")
     axes[0].set(xscale="log", yscale="log", xlabel="training time τ", ylabel="score error vs exact",
                 title="generalisation (dotted: τ_gen,c)")  # fmt: skip
     axes[1].set(xscale="log", xlabel="training time τ", ylabel="test − train DSM loss",

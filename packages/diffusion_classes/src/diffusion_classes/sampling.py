@@ -13,6 +13,8 @@ from typing import Literal
 
 import torch
 
+from .dynamics import Crossing
+
 ScoreFn = Callable[[torch.Tensor, float], torch.Tensor]
 
 
@@ -119,17 +121,35 @@ def cloning_curve(
     return {"stops": stops_t, "p_same": torch.stack(same), "p_same_by_class": by}
 
 
-def speciation_time(stops: torch.Tensor, p_same: torch.Tensor, baseline: float) -> float:
+def speciation_time(stops: torch.Tensor, p_same: torch.Tensor, baseline: float) -> Crossing:
     """Largest stop time at which ``p_same`` is still above the midpoint between its chance level
-    ``baseline`` and 1, linearly interpolated; NaN if never. The chance level is ``sum_c w_c^2``
-    for the pooled curve and ``w_c`` for class ``c``'s curve."""
+    ``baseline`` and 1, linearly interpolated. The chance level is ``sum_c w_c^2`` for the pooled
+    curve and ``w_c`` for class ``c``'s curve.
+
+    Returns a :class:`~.dynamics.Crossing` in the stop times: ``early`` (time ``<= stops.min()``)
+    when ``p_same`` is already below the level at the smallest stop, ``censored`` (time ``>=
+    stops.max()``) when it never falls below it. Stops where ``p_same`` is NaN (a class that no
+    trajectory reached there) are left out; none left: ``Crossing(nan)``, not measured.
+    """
+    stops_t = torch.as_tensor(stops, dtype=torch.float64)
+    p_t = torch.as_tensor(p_same, dtype=torch.float64)
+    if stops_t.dim() != 1 or stops_t.shape != p_t.shape:
+        raise ValueError(
+            f"stops and p_same must be 1-D of one length; got {tuple(stops_t.shape)}, "
+            f"{tuple(p_t.shape)}"
+        )
     level = (1 + baseline) / 2
-    order = torch.argsort(stops)  # increasing time: p_same decreases from ~1 to baseline
-    t, p = stops[order], p_same[order]
+    keep = ~torch.isnan(p_t)
+    order = torch.argsort(stops_t[keep])  # increasing time: p_same decreases from ~1 to baseline
+    t, p = stops_t[keep][order], p_t[keep][order]
+    if len(t) == 0:
+        return Crossing(math.nan)
     below = (p < level).nonzero()
-    if len(below) == 0 or int(below[0]) == 0:
-        return math.nan
+    if len(below) == 0:
+        return Crossing(float(t[-1]), censored=True)
     i = int(below[0])
+    if i == 0:
+        return Crossing(float(t[0]), early=True)
     a, b = float(p[i - 1]), float(p[i])
     frac = (a - level) / (a - b) if a != b else 0.0
-    return float(t[i - 1] + frac * (t[i] - t[i - 1]))
+    return Crossing(float(t[i - 1] + frac * (t[i] - t[i - 1])))

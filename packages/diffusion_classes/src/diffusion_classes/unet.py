@@ -16,7 +16,7 @@ import torch
 from tqdm.auto import tqdm
 
 from .data import ImageSet
-from .dynamics import crossing
+from .dynamics import Crossing, crossing
 from .mixture import delta
 from .sampling import copy_fraction, sample
 
@@ -75,12 +75,13 @@ def class_losses(
 
 @dataclass
 class UNetRun:
-    """Per-class curves over training steps and the onset times derived from them."""
+    """Per-class curves over training steps and the onset times derived from them (``tau_mem[c]``
+    censored at the last evaluation when class ``c`` never started to memorise)."""
 
     steps: list[int] = field(default_factory=list)
     train_loss: dict[int, list[float]] = field(default_factory=dict)
     test_loss: dict[int, list[float]] = field(default_factory=dict)
-    tau_mem: dict[int, float] = field(default_factory=dict)
+    tau_mem: dict[int, Crossing] = field(default_factory=dict)
 
     def gap(self, c: int) -> np.ndarray:
         return np.asarray(self.test_loss[c]) - np.asarray(self.train_loss[c])
@@ -95,8 +96,8 @@ def train_unet(
     """Adam on the DSM loss; at ``n_evals`` log-spaced steps the per-class train and test losses.
 
     ``tau_mem[c]`` = first step at which class ``c``'s test - train gap has grown, from its value at
-    the first evaluation, by ``mem_tol`` times the test loss at that step (log-interpolated; NaN if
-    never within ``steps``).
+    the first evaluation, by ``mem_tol`` times the test loss at that step (log-interpolated), as a
+    :class:`~.dynamics.Crossing`: censored at the last evaluation (``steps``) if it never did.
     """
     if steps < 1 or n_evals < 2:
         raise ValueError("need steps >= 1 and n_evals >= 2")
