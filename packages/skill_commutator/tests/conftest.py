@@ -11,7 +11,11 @@ SMALL = TaskConfig(n_layers=2, d_model=32, n_heads=2, steps=150, n_texts=800)
 
 @pytest.fixture(scope="session")
 def task_lm():
-    model, tok, info = build_task_lm(SMALL, seed=0, cache=False, progress=False)
+    """Trained on one thread (torch and BLAS): the same weights on any machine."""
+    from paper_common.device import pinned_threads
+
+    with pinned_threads(1, torch=True):
+        model, tok, info = build_task_lm(SMALL, seed=0, cache=False, progress=False)
     return model, tok, info
 
 

@@ -56,6 +56,7 @@ def test_trained_lm_learns_the_policy(task_lm, spec):
     from paper_common.lm import next_token_logprobs
 
     model, tok, info = task_lm
+    # measured on 1 thread (the fixture pins it): final loss 0.66, log-prob gap 2.6 nats
     assert info["final_loss"] < 1.5
     formal = "note note note note east clear none fresh formal left :"
     plain = "note note note note east clear none fresh plain left :"
@@ -139,3 +140,29 @@ def test_full_scale_real_model_branch_reads_local_paths(task_lm, spec, tmp_path,
     assert {r["realization"] for r in rows} == {"activation", "prefix"}
     assert all(r["C"] > 0 for r in rows)
     assert len({tuple(r) for r in rows}) == 1  # one set of columns: a valid report table
+
+
+def test_task_lm_cache_is_keyed_by_the_training_texts(tmp_path, monkeypatch):
+    """A change to the text generator (same config) must train a new model, not load the old
+    one; the cached model carries its info.json, written with it."""
+    from paper_common.device import pinned_threads
+    from skill_commutator.task import TaskConfig, build_task_lm
+
+    monkeypatch.setenv("PAPER_CACHE_DIR", str(tmp_path))
+    cfg = TaskConfig(n_layers=1, d_model=16, n_heads=2, steps=2, n_texts=20, batch_size=4)
+    cache = tmp_path / "skill_commutator"
+    with pinned_threads(1, torch=True):
+        _, _, info = build_task_lm(cfg, seed=0, progress=False)
+        _, _, again = build_task_lm(cfg, seed=0, progress=False)  # loaded
+        assert again == info
+        dirs = [p for p in cache.iterdir() if p.is_dir()]
+        assert len(dirs) == 1
+        assert (dirs[0] / "info.json").exists()
+        original = AgentLanguage.texts
+        monkeypatch.setattr(
+            AgentLanguage,
+            "texts",
+            lambda self, n, seed: [t.upper() for t in original(self, n, seed)],
+        )
+        build_task_lm(cfg, seed=0, progress=False)
+    assert len([p for p in cache.iterdir() if p.is_dir()]) == 2

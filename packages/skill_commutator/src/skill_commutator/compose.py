@@ -20,6 +20,7 @@ import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
 import torch
 
 from skill_commutator.commutator import lie_bracket, rk4_flow
@@ -76,7 +77,13 @@ def deployment_strength(
     realizations whose coordinates have different units). ``origin``: ``real.at_origin()`` if
     already computed."""
     rate = (real.at_origin() if origin is None else origin)["rate"]
-    return float(1.0 / torch.quantile(rate.flatten(), rate_quantile))
+    q = float(torch.quantile(rate.flatten(), rate_quantile))
+    if not (q > 0 and np.isfinite(q)):
+        raise ValueError(
+            f"the {rate_quantile:g}-quantile of the skills' rates dO_s/dt at the origin is {q:g}: "
+            "h0 = 1 / rate needs a positive finite rate (do the skills move their objectives?)"
+        )
+    return 1.0 / q
 
 
 def _steps(h: float, h0: float, steps_at_h0: int) -> int:

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 
 import numpy as np
 import torch
-from scipy.linalg import subspace_angles
+from scipy.linalg import orth, subspace_angles
 from scipy.stats import spearmanr
 
 from paper_common.stats import cohens_d
@@ -46,7 +46,8 @@ def jacobian_alignment(
 
     ``jac_a``, ``jac_b``: ``(n_skills, contexts, d, m)``. Returns ``mean`` and ``max`` angle arrays of
     shape ``(n_skills, n_skills, contexts)``: entry ``[s, t, c]`` compares skill ``s`` of the first
-    realization with skill ``t`` of the second in context ``c`` (the diagonal is same-skill).
+    realization with skill ``t`` of the second in context ``c`` (the diagonal is same-skill); NaN
+    where either Jacobian is 0 (no column space).
     """
     ja, jb = np.asarray(jac_a, dtype=float), np.asarray(jac_b, dtype=float)
     if ja.ndim != 4 or ja.shape[:3] != jb.shape[:3]:
@@ -60,7 +61,10 @@ def jacobian_alignment(
         for t in range(n):
             for k in range(c):
                 ang = subspace_angles(ja[s, k], jb[t, k])
-                mean[s, t, k], worst[s, t, k] = ang.mean(), ang.max()
+                if ang.size == 0:  # a zero Jacobian has no column space: no angle
+                    mean[s, t, k] = worst[s, t, k] = np.nan
+                else:
+                    mean[s, t, k], worst[s, t, k] = ang.mean(), ang.max()
     return {"mean": mean, "max": worst}
 
 
@@ -89,12 +93,13 @@ def _as_matrix(x: np.ndarray | torch.Tensor) -> np.ndarray:
 
 def novelty(s0: np.ndarray | torch.Tensor, b: np.ndarray | torch.Tensor) -> float:
     """``arcsin(|(I - P_S0) b| / |b|)`` in radians: how far ``b`` leaves ``col(S0)`` (0: inside,
-    pi/2: orthogonal). ``s0``: ``(d, k)``, ``b``: ``(d,)``."""
+    pi/2: orthogonal; a zero ``b`` is 0, a zero ``S0`` spans nothing, so any ``b != 0`` is pi/2).
+    ``s0``: ``(d, k)``, ``b``: ``(d,)``."""
     s0, b = _as_matrix(s0), np.asarray(b, dtype=float).ravel()
     nb = np.linalg.norm(b)
     if nb == 0:
         return 0.0
-    q, _ = np.linalg.qr(s0)
+    q = orth(s0)  # the column space proper: a zero or rank-deficient S0 spans fewer directions
     resid = b - q @ (q.T @ b)
     return float(np.arcsin(min(1.0, np.linalg.norm(resid) / nb)))
 

@@ -473,6 +473,11 @@ def caa_basis(
     caa = pos.mean(0) - neg.mean(0)
     n = max(len(pos), len(neg))
     diffs = pos[torch.arange(n) % len(pos)] - neg[torch.arange(n) % len(neg)]
+    if not caa.norm() > 0:
+        raise ValueError(
+            f"skill {skill.name!r}: the positive and negative contexts have the same mean residual at "
+            f"layer {layer} (CAA direction 0); give contrast contexts that differ"
+        )
     unit = caa / caa.norm()
     diffs = diffs - diffs.mean(0)
     diffs = diffs - (diffs @ unit)[:, None] * unit

@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import os
+import warnings
 from typing import Any
 
 import numpy as np
@@ -32,6 +33,7 @@ from paper_common import (
     pin_threads,
     write_report,
 )
+from paper_common.device import pinned_threads
 from skill_commutator.baselines import PREDICTORS, readout_move
 from skill_commutator.commutator import loglog_slope, noisy_flow, ordered_commutator, richardson
 from skill_commutator.compose import (
@@ -112,7 +114,45 @@ SCALES: dict[str, dict[str, Any]] = {
 
 # ============================================================================ synthetic
 def _rel(est: torch.Tensor, truth: torch.Tensor) -> float:
-    return float((est - truth).norm() / truth.norm())
+    """``|est - truth| / |truth|``; ``0 / 0`` is NaN (undefined), ``x / 0`` inf."""
+    return float(_ratio((est - truth).norm(), truth.norm()))
+
+
+def _slope(hs: list[float], errors: list[float]) -> float:
+    """:func:`loglog_slope`, NaN when an error is 0 or undefined (an exact estimate has no order)."""
+    e = np.asarray(errors, dtype=float)
+    return loglog_slope(hs, errors) if np.all(np.isfinite(e) & (e > 0)) else float("nan")
+
+
+def _ratio(num: torch.Tensor, den: torch.Tensor) -> torch.Tensor:
+    """``num / den`` per element, explicitly: ``0 / 0`` is NaN (undefined), ``x / 0`` is inf."""
+    num, den = torch.as_tensor(num, dtype=torch.float64), torch.as_tensor(den, dtype=torch.float64)
+    out = num / torch.where(den == 0, torch.ones_like(den), den)
+    inf = torch.full_like(out, float("inf"))
+    return torch.where(
+        den == 0, torch.where(num == 0, torch.full_like(out, float("nan")), inf), out
+    )
+
+
+def _skill_rel(order_part: torch.Tensor, own: torch.Tensor) -> float:
+    """The order-dependent part of a composed change relative to skill A's own change, ``(B,)``
+    each, in the weakest context. Where A does not move the readout (``own = 0``) the ratio is
+    undefined, not inf, and then so is the result (NaN): such a pair never counts as resolved."""
+    if bool((own == 0).any()):
+        return float("nan")
+    return float((order_part / own).min())
+
+
+def _mean_defined(x: torch.Tensor) -> float:
+    """Mean over the entries that are not NaN (inf counts); NaN if none is."""
+    x = x[~torch.isnan(x)]
+    return float(x.mean()) if x.numel() else float("nan")
+
+
+def _max_defined(x: torch.Tensor) -> float:
+    """Max over the entries that are not NaN; NaN if none is (never order-dependent)."""
+    x = x[~torch.isnan(x)]
+    return float(x.max()) if x.numel() else float("nan")
 
 
 def _estimator(sys: Any, x: torch.Tensor, readout: Any) -> Any:
@@ -144,8 +184,8 @@ def _synthetic(cfg: dict[str, Any]) -> dict[str, Any]:
                 "rel_err_h0.05": err[-1],
                 "richardson_err_h0.05": rich[-1],
                 "min_cosine": float(cosine(est(0.05), truth, dim=-1).min()),
-                "slope": loglog_slope(hs, err),
-                "richardson_slope": loglog_slope(hs, rich),
+                "slope": _slope(hs, err),
+                "richardson_slope": _slope(hs, rich),
                 "state_err": float("nan"),
             }
         )
@@ -182,6 +222,7 @@ def _synthetic(cfg: dict[str, Any]) -> dict[str, Any]:
         "curves": curves,
         "hs": hs,
         "rho_eps": float(spearmanr(sweep, cfg["eps"])[0]),
+        "sweep": sweep,
         "null": null,
         "noise_paired": noise[True],
         "noise_unpaired": noise[False],
@@ -195,8 +236,10 @@ def _task_cfg(cfg: dict[str, Any]) -> TaskConfig:
 
 def _train_job(job: tuple[dict[str, Any], int]) -> dict[str, Any]:
     cfg, seed = job
-    torch.set_num_threads(1)
-    _, _, info = build_task_lm(_task_cfg(cfg), seed=seed, progress=False)
+    # one thread in the job, whether it runs in a worker or here: the cache key of the model
+    # (paper_common.lm.cache_key) holds the thread count, and _measure_job loads under the same pin
+    with pinned_threads(1, torch=True):
+        _, _, info = build_task_lm(_task_cfg(cfg), seed=seed, progress=False)
     return info
 
 
@@ -254,31 +297,33 @@ def measure(
         nov = [novelty(h0 * moves[c], h0**2 * c_rich[c]) for c in range(comm.batch)]
         ent = [entropy_gain(h0 * moves[c], h0**2 * c_rich[c]) for c in range(comm.batch)]
         ca, dr = actadd_commutator(comm, vectors, a, b, h_small)
-        # the order-dependent part of the composed change, relative to A's own change
+        # ActAdd's order dependence relative to its composed change: 0 / 0 (no change, no
+        # commutator) is undefined and left out of the max, x / 0 is inf
+        actadd = _ratio(ca.norm(dim=-1) * h_small**2, dr.norm(dim=-1))
+        # A's own change, against which the pair's order-dependent part is measured
         own = (res.r_single[h_small][a * comm.batch : (a + 1) * comm.batch] - res.r0).norm(dim=-1)
-        skill_rel = (res.c1[h_small][k] * h_small**2).norm(dim=-1) / own
+        exact_norm = exact[k].norm(dim=-1)  # 0 for a commuting pair: relative errors 0/0 or x/0
         row = {
             "pair": f"{spec.skills[a].name}+{spec.skills[b].name}",
             "C": float(c_rich.norm(dim=-1).mean()),
             "C_exact": float(exact[k].norm(dim=-1).mean()),
-            "err_richardson": float(
-                ((c_rich - exact[k]).norm(dim=-1) / exact[k].norm(dim=-1)).mean()
-            ),
+            "err_richardson": _mean_defined(_ratio((c_rich - exact[k]).norm(dim=-1), exact_norm)),
             "o_gap": float(res.o_gap[k].mean()),
             "r_gap": float(res.r_gap[k].mean()),
             "novelty": float(np.mean(nov)),
             "entropy_gain": float(np.mean(ent)),
             "actadd_C": float(ca.norm(dim=-1).mean()),
-            "actadd_rel": float((ca.norm(dim=-1) * h_small**2 / dr.norm(dim=-1)).max()),
-            "skill_rel": float(skill_rel.min()),
+            "actadd_rel": _max_defined(actadd),
+            "actadd_rel_undefined": int(torch.isnan(actadd).sum()),
+            "skill_rel": _skill_rel((res.c1[h_small][k] * h_small**2).norm(dim=-1), own),
         }
         for name, fn in PREDICTORS.items():
             row[name] = float(fn(la, lb).mean())
         row |= {f"temporal_{key}": value for key, value in temporal[k].items()}
         for h, f in zip(hs, h_factors, strict=True):
             row[f"C_h{f:g}"] = float(res.c1[h][k].norm(dim=-1).mean())
-            row[f"err_h{f:g}"] = float(
-                ((res.c1[h][k] - exact[k]).norm(dim=-1) / exact[k].norm(dim=-1)).mean()
+            row[f"err_h{f:g}"] = _mean_defined(
+                _ratio((res.c1[h][k] - exact[k]).norm(dim=-1), exact_norm)
             )
         pair_rows.append(row)
     return {
@@ -294,18 +339,18 @@ def measure(
 
 def _measure_job(job: tuple[dict[str, Any], int, str]) -> dict[str, Any]:
     cfg, seed, kind = job
-    torch.set_num_threads(1)
-    model, tok, _ = build_task_lm(_task_cfg(cfg), seed=seed, progress=False)
-    out = measure(
-        model,
-        tok,
-        _spec(cfg, seed),
-        kind,
-        cfg["layer"],
-        cfg["m"],
-        cfg["commutator_contexts"],
-        cfg["h_factors"],
-    )
+    with pinned_threads(1, torch=True):  # the pin _train_job trained under: a cache hit
+        model, tok, _ = build_task_lm(_task_cfg(cfg), seed=seed, progress=False)
+        out = measure(
+            model,
+            tok,
+            _spec(cfg, seed),
+            kind,
+            cfg["layer"],
+            cfg["m"],
+            cfg["commutator_contexts"],
+            cfg["h_factors"],
+        )
     out["seed"] = seed
     return out
 
@@ -376,8 +421,8 @@ def reproduce(
         scale=scale,
         seed=seed,
     )
-    angles = _alignment_angles(results)
-    _claims(report, syn, results, angles)
+    angles, undefined = _alignment_angles(results)
+    _claims(report, syn, results, angles, undefined)
     _figures(report, cfg, syn, results, angles)
     report.add_table("runtime", watch.laps)
     report.runtime_s = watch.elapsed_s
@@ -400,11 +445,13 @@ def _claims(
     syn: dict[str, Any],
     results: list[dict[str, Any]],
     angles: dict[str, tuple[np.ndarray, np.ndarray]],
+    undefined: dict[str, int],
 ) -> None:
+    # np.max / np.min: a NaN makes the claim fail in any order (builtin max/min would depend on it)
     lin = [r for r in syn["rows"] if r["system"].startswith("linear")]
-    worst = max(r["rel_err_h0.05"] for r in lin)
-    worst_rich = max(r["richardson_err_h0.05"] for r in lin)
-    cos = min(r["min_cosine"] for r in lin)
+    worst = float(np.max([r["rel_err_h0.05"] for r in lin]))
+    worst_rich = float(np.max([r["richardson_err_h0.05"] for r in lin]))
+    cos = float(np.min([r["min_cosine"] for r in lin]))
     heis = [r for r in syn["rows"] if r["system"].startswith("heisenberg")]
     slopes = [r["slope"] for r in lin]
     report.add_claim(
@@ -420,9 +467,10 @@ def _claims(
                 and all(abs(s - 1) <= 0.1 for s in slopes)
             ),
             f"Richardson {worst_rich:.2e}; min cosine {cos:.6f}; slopes {', '.join(f'{s:.3f}' for s in slopes)}; "
-            f"Heisenberg: state C1 error <= {max(r['state_err'] for r in heis):.1e} (exact), through the "
-            f"readout {min(r['rel_err_h0.05'] for r in heis):.3f}-{max(r['rel_err_h0.05'] for r in heis):.3f} "
-            f"(Richardson <= {max(r['richardson_err_h0.05'] for r in heis):.4f})",
+            f"Heisenberg: state C1 error <= {np.max([r['state_err'] for r in heis]):.1e} (exact), through "
+            f"the readout {np.min([r['rel_err_h0.05'] for r in heis]):.3f}-"
+            f"{np.max([r['rel_err_h0.05'] for r in heis]):.3f} "
+            f"(Richardson <= {np.max([r['richardson_err_h0.05'] for r in heis]):.4f})",
         )
     )
     report.add_claim(
@@ -442,8 +490,11 @@ def _claims(
     )
     kinds = ("activation", "prefix")
     all_pairs = [p for r in results for p in r["pairs"]]
-    floor = max(p["actadd_rel"] for p in all_pairs)
-    resolved, total = _resolved(results)
+    rels = np.array([p["actadd_rel"] for p in all_pairs])
+    # pairs whose every context is 0 / 0 (ActAdd moved nothing) carry no floor; none left: NaN
+    floor = float(np.max(rels[~np.isnan(rels)])) if (~np.isnan(rels)).any() else float("nan")
+    n_undef = int(sum(p["actadd_rel_undefined"] for p in all_pairs))
+    resolved, total, unresolvable = _resolved(results)
     report.add_claim(
         Claim.threshold(
             "Constant (ActAdd) steering has no order dependence on the LM: its commutator is zero to rounding",
@@ -452,7 +503,9 @@ def _claims(
             "<",
             1e-10,
             f"{resolved}/{total} (pair, realization) commutators resolved (>= 100x the floor in every seed "
-            "and mean over seeds above the seed-to-seed SD)",
+            f"and mean over seeds above the seed-to-seed SD; {unresolvable} with a context where a skill "
+            f"does not move the readout or the floor is undefined count as unresolved); {n_undef} "
+            "(pair, context) ActAdd ratios 0 / 0 (no composed change) left out of the max",
         )
     )
     spearman_rows = []
@@ -487,9 +540,7 @@ def _claims(
     report.add_table("spearman", spearman_rows)
     # Jacobian alignment of the two realizations (and, not a claim, of their field directions)
     act, pre = _by(results, "activation"), _by(results, "prefix")
-    stats = {
-        name: (same, cross, *cohens_d_ci(same, cross)) for name, (same, cross) in angles.items()
-    }
+    stats = {name: (same, cross, *_d_ci(same, cross)) for name, (same, cross) in angles.items()}
     _, _, d, lo, hi = stats["mean"]
     same_mean, cross_mean = angles["mean"]
     d_max, lo_max, hi_max = stats["largest"][2:]
@@ -502,7 +553,13 @@ def _claims(
             bool(hi < 0),
             f"CI [{lo:.2f}, {hi:.2f}]; largest angle d {d_max:.2f} [{lo_max:.2f}, {hi_max:.2f}]; "
             f"mean angle same {np.degrees(same_mean.mean()):.1f} deg vs cross "
-            f"{np.degrees(cross_mean.mean()):.1f} deg; paper -0.76 / -0.26",
+            f"{np.degrees(cross_mean.mean()):.1f} deg; paper -0.76 / -0.26"
+            + "".join(
+                f"; {name}: {n} (skill pair, context) angles undefined (a zero Jacobian or field), "
+                "left out"
+                for name, n in undefined.items()
+                if n
+            ),
         )
     )
     report.add_table(
@@ -515,6 +572,7 @@ def _claims(
                 "cohens_d": d_,
                 "ci_low": lo_,
                 "ci_high": hi_,
+                "undefined": undefined[name],
             }
             for name, (same, cross, d_, lo_, hi_) in stats.items()
         ],
@@ -528,12 +586,15 @@ def _claims(
     for i, name in enumerate(skill_names):
         ca = np.concatenate([a["cost"][i] for a in act])
         cp = np.concatenate([p["cost"][i] for p in pre])
+        ok = ca > 0  # a zero activation cost has no ratio: left out
         cost_rows.append(
             {
                 "skill": name,
                 "cost_activation": float(np.median(ca)),
                 "cost_prefix": float(np.median(cp)),
-                "ratio_prefix_over_activation": float(np.median(cp / ca)),
+                "ratio_prefix_over_activation": float(np.median(cp[ok] / ca[ok]))
+                if ok.any()
+                else float("nan"),
                 "wilcoxon_p": float(wilcoxon(ca, cp).pvalue),
             }
         )
@@ -553,7 +614,7 @@ def _claims(
     top_nov, bot_nov, top_ent, bot_ent = [], [], [], []
     for r in results:
         c = np.array([p["C"] for p in r["pairs"]])
-        order = np.argsort(c)
+        order = _order(c)
         k = len(c) // 3
         lo_idx, hi_idx = order[:k], order[-k:]
         nov = np.array([p["novelty"] for p in r["pairs"]])
@@ -607,41 +668,70 @@ def _claims(
     report.add_table("pairs", pair_table)
 
 
-def _alignment_angles(results: list[dict[str, Any]]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+def _order(c: np.ndarray) -> np.ndarray:
+    """Indices that sort ``c``, ties kept in pair order (``kind="stable"``: numpy's default sort
+    may order equal values differently on different CPUs)."""
+    return np.argsort(c, kind="stable")
+
+
+def _d_ci(same: np.ndarray, cross: np.ndarray) -> tuple[float, float, float]:
+    """:func:`cohens_d_ci`, NaN when either sample has fewer than 2 values."""
+    if same.size < 2 or cross.size < 2:
+        return float("nan"), float("nan"), float("nan")
+    return cohens_d_ci(same, cross)
+
+
+def _unit(x: np.ndarray) -> np.ndarray:
+    """``x / |x|`` along the last axis; NaN where ``|x| = 0`` (a direction that does not exist)."""
+    n = np.linalg.norm(x, axis=-1, keepdims=True)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(n > 0, x / np.where(n > 0, n, 1.0), np.nan)
+
+
+def _alignment_angles(
+    results: list[dict[str, Any]],
+) -> tuple[dict[str, tuple[np.ndarray, np.ndarray]], dict[str, int]]:
     """Same-skill and cross-skill angles (radians, pooled over seeds) between the activation and
     the prefix realization: principal angles of col(J) (mean and largest) and the angle between the
-    field directions J v."""
+    field directions J v. Angles that do not exist (a skill whose J v is 0 in a context, a zero
+    Jacobian) are left out; the second dict counts them per angle."""
     out: dict[str, tuple[list[np.ndarray], list[np.ndarray]]] = {
         "mean": ([], []),
         "largest": ([], []),
         "field direction J v (not a claim)": ([], []),
     }
+    undefined = dict.fromkeys(out, 0)
     for a, p in zip(_by(results, "activation"), _by(results, "prefix"), strict=True):
         al = jacobian_alignment(a["J"], p["J"])
-        ma = a["moves"] / np.linalg.norm(a["moves"], axis=-1, keepdims=True)
-        mp = p["moves"] / np.linalg.norm(p["moves"], axis=-1, keepdims=True)
+        ma, mp = _unit(a["moves"]), _unit(p["moves"])
         field = np.arccos(np.clip(np.abs(np.einsum("scd,tcd->stc", ma, mp)), 0, 1))
         for name, ang in zip(out, (al["mean"], al["max"], field), strict=True):
             eye = np.eye(ang.shape[0], dtype=bool)  # (skill, skill, context): diagonal = same skill
-            out[name][0].append(ang[eye].ravel())
-            out[name][1].append(ang[~eye].ravel())
-    return {k: (np.concatenate(same), np.concatenate(cross)) for k, (same, cross) in out.items()}
+            undefined[name] += int(np.isnan(ang).sum())
+            same, cross = ang[eye].ravel(), ang[~eye].ravel()
+            out[name][0].append(same[~np.isnan(same)])
+            out[name][1].append(cross[~np.isnan(cross)])
+    angles = {k: (np.concatenate(same), np.concatenate(cross)) for k, (same, cross) in out.items()}
+    return angles, undefined
 
 
-def _resolved(results: list[dict[str, Any]]) -> tuple[int, int]:
+def _resolved(results: list[dict[str, Any]]) -> tuple[int, int, int]:
     """Count (pair, realization) commutators >= 100x the ActAdd floor in every seed whose mean over
-    seeds exceeds its seed-to-seed standard deviation."""
-    count = total = 0
+    seeds exceeds its seed-to-seed standard deviation; and how many of the total could not be
+    compared (a NaN relative commutator or floor in some seed: unresolved)."""
+    count = total = unknown = 0
     for kind in ("activation", "prefix"):
         rs = _by(results, kind)
         c = _pair_matrix(rs, "C")
         rel = _pair_matrix(rs, "skill_rel")
         floor = _pair_matrix(rs, "actadd_rel")
-        above = np.all(rel >= 100 * floor, axis=0)
+        undefined = np.any(np.isnan(rel) | np.isnan(floor), axis=0)
+        above = np.all(rel >= 100 * floor, axis=0) & ~undefined
         spread = c.std(axis=0, ddof=1) if c.shape[0] > 1 else np.zeros(c.shape[1])
         count += int(np.sum(above & (c.mean(axis=0) > spread)))
+        unknown += int(np.sum(undefined))
         total += c.shape[1]
-    return count, total
+    return count, total, unknown
 
 
 def _notes(cfg: dict[str, Any], results: list[dict[str, Any]]) -> str:
@@ -684,9 +774,11 @@ def _figures(
         errs = np.array(
             [[p[f"err_h{f:g}"] for f in factors] for r in _by(results, kind) for p in r["pairs"]]
         )
-        ax.loglog(
-            factors, np.median(errs, axis=0), style, label=f"{kind} (median over pairs, seeds)"
-        )
+        # a commuting pair's relative error is undefined (NaN): the median is over the others
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # an all-NaN column: NaN, not drawn
+            med = np.nanmedian(errs, axis=0)
+        ax.loglog(factors, med, style, label=f"{kind} (median over pairs, seeds)")
     ax.loglog(factors, np.array(factors) / factors[-1] * 0.05, "k:", lw=1, label="slope 1")
     ax.set(
         xlabel="h / h0",
@@ -742,7 +834,7 @@ def _figures(
         for r in results:
             c = np.array([p["C"] for p in r["pairs"]])
             vals = np.array([p[key] for p in r["pairs"]])
-            for t, idx in enumerate(np.array_split(np.argsort(c), 3)):
+            for t, idx in enumerate(np.array_split(_order(c), 3)):
                 groups[t] += list(np.degrees(vals[idx]) if key == "novelty" else vals[idx])
         ax.boxplot(groups, tick_labels=["low |C|", "mid |C|", "high |C|"])
         ax.set(ylabel=label, title=f"{label} by commutator tercile")

@@ -20,6 +20,7 @@ next) for the CAA direction. :func:`agent_skills` builds the six skills of the l
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from collections.abc import Sequence
@@ -233,8 +234,15 @@ def build_task_lm(
 
     The model comes back in float64 throughout (:func:`paper_common.lm.float64_exact`), in eval mode
     with gradients off: the commutator divides rollout differences by ``h^2``. ``info`` holds the
-    final training loss and the policy's cross-entropy floor (the loss a perfect model would reach).
+    final training loss and the training seconds.
+
+    Cached under ``$PAPER_CACHE_DIR/skill_commutator`` by the config, the seed, a hash of the
+    training texts and the vocabulary, and :func:`paper_common.lm.cache_key`'s environment (torch's
+    thread count included: train and load under the same :func:`paper_common.device.pinned_threads`).
+    Concurrent calls are serialised by a file lock: one trains, the others load.
     """
+    import filelock
+
     from paper_common.lm import (
         build_tokenizer,
         cache_key,
@@ -247,14 +255,12 @@ def build_task_lm(
     )
 
     cfg = cfg or TaskConfig()
-    path = _cache_dir() / f"task_lm_{cache_key({**asdict(cfg), 'seed': seed, 'v': 1}, length=12)}"
+    lang = cfg.language()
+    tok = build_tokenizer(lang.vocabulary_texts())
+    texts = lang.texts(cfg.n_texts, seed=10_000 + seed)
     register_float64_attention()
-    if cache and (path / "config.json").exists():
-        model, tok = load_lm(path)
-        info = json.loads((path / "info.json").read_text())
-    else:
-        lang = cfg.language()
-        tok = build_tokenizer(lang.vocabulary_texts())
+
+    def train() -> tuple[Any, dict[str, Any]]:
         model = tiny_causal_lm(
             tok,
             cfg.arch,
@@ -263,21 +269,30 @@ def build_task_lm(
             n_heads=cfg.n_heads,
             seed=seed,
         )
-        texts = lang.texts(cfg.n_texts, seed=10_000 + seed)
         res = train_causal_lm(
-            model,
-            tok,
-            texts=texts,
-            steps=cfg.steps,
-            batch_size=cfg.batch_size,
-            lr=cfg.lr,
-            seed=seed,
-            progress=progress,
-        )
-        info = {"final_loss": float(np.mean(res.losses[-50:])), "train_s": res.seconds}
-        if cache:
-            save_lm(model, tok, path)
-            (path / "info.json").write_text(json.dumps(info))
+            model, tok, texts=texts, steps=cfg.steps, batch_size=cfg.batch_size, lr=cfg.lr,
+            seed=seed, progress=progress,
+        )  # fmt: skip
+        return model, {"final_loss": float(np.mean(res.losses[-50:])), "train_s": res.seconds}
+
+    if not cache:
+        model, info = train()
+    else:
+        # the data themselves, so a change to the policy, the templates or the tokenizer trains anew
+        blob = json.dumps([texts, sorted(tok.get_vocab().items())]).encode()
+        data = hashlib.sha256(blob).hexdigest()[:16]
+        key = cache_key({**asdict(cfg), "seed": seed, "v": 1, "data": data}, length=12)
+        path = _cache_dir() / f"task_lm_{key}"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        # one process trains, concurrent ones wait and load; info.json is saved with the model
+        # (atomically, by save_lm), so a model without it is never read
+        with filelock.FileLock(str(path) + ".lock"):
+            if (path / "info.json").exists():
+                model, tok = load_lm(path)
+                info = json.loads((path / "info.json").read_text())
+            else:
+                model, info = train()
+                save_lm(model, tok, path, info=info)
     model = float64_exact(model)
     model.requires_grad_(False)
     return model, tok, info
