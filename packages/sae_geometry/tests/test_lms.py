@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 import torch
 
+from paper_common.device import pinned_threads
 from paper_common.lm import load_lm, save_lm
 from sae_geometry import (
     LMConfig,
@@ -21,19 +22,40 @@ CFG = LMConfig(n_layers=2, d_model=32, n_heads=2, steps=30, n_texts=300)
 
 
 @pytest.fixture(scope="module")
-def lm(tmp_path_factory):
-    import os
-
-    os.environ.setdefault("PAPER_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
-    return cyclic_lm(CFG, seed=0, progress=False)
+def cache_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("cache")
 
 
-def test_cached_model_is_the_trained_one(lm):
+@pytest.fixture(scope="module")
+def lm(cache_dir):
+    """Trained on one thread, cached in a temporary directory (never the user's cache)."""
+    with pytest.MonkeyPatch.context() as mp, pinned_threads(1, torch=True):
+        mp.setenv("PAPER_CACHE_DIR", str(cache_dir))
+        return cyclic_lm(CFG, seed=0, progress=False)
+
+
+def test_cached_model_is_the_trained_one(lm, cache_dir, monkeypatch, one_thread):
     model, _tok, info = lm
-    again, _, info2 = cyclic_lm(CFG, seed=0)
+    monkeypatch.setenv("PAPER_CACHE_DIR", str(cache_dir))
+    again, _, info2 = cyclic_lm(CFG, seed=0)  # the same pin: loaded, not retrained
     assert info == info2
     for a, b in zip(model.parameters(), again.parameters(), strict=True):
         assert torch.equal(a, b)
+    assert len(list((cache_dir / "sae_geometry").glob("cyclic_lm_*/info.json"))) == 1
+
+
+def test_cache_is_keyed_by_the_training_texts(tmp_path, monkeypatch, one_thread):
+    """A change to the corpus generator (same config and seed) trains a new model instead of
+    loading the one trained on the old texts."""
+    import sae_geometry.lms as lms
+
+    monkeypatch.setenv("PAPER_CACHE_DIR", str(tmp_path))
+    cfg = LMConfig(n_layers=1, d_model=16, n_heads=2, steps=2, n_texts=40, batch_size=4)
+    cyclic_lm(cfg, seed=0)
+    original = lms.cyclic_corpus
+    monkeypatch.setattr(lms, "cyclic_corpus", lambda *a, **k: [t + " ." for t in original(*a, **k)])
+    cyclic_lm(cfg, seed=0)
+    assert len(list((tmp_path / "sae_geometry").glob("cyclic_lm_*/info.json"))) == 2
 
 
 def test_layer_activations_shapes_and_saved_model_path(lm, tmp_path):
@@ -68,7 +90,7 @@ def test_evaluate_release_on_a_written_release(lm, tmp_path):
     ]
 
 
-def test_release_study_on_saes_trained_and_written_here(lm, tmp_path):
+def test_release_study_on_saes_trained_and_written_here(lm, tmp_path, one_thread):
     """The `full` Gemma Scope branch end to end on a release of TopK SAEs saved as SAELens folders:
     block 1 at widths 16/32/64 x k 2/4/8 (fitted), block 2 at two widths only (skipped)."""
     model, tok, _ = lm
@@ -88,10 +110,11 @@ def test_release_study_on_saes_trained_and_written_here(lm, tmp_path):
     assert all(r["l0"] == pytest.approx(r["l0_nominal"], abs=0.01) for r in rows)
     for layer, k in ((0, 2), (0, 8), (1, 4)):
         fvu = [r["fvu"] for r in rows if r["layer"] == layer and r["l0_nominal"] == k]
+        # measured on 1 thread: 0.24 -> 0.11 (k 2), 0.12 -> 0.048 (k 8), 0.125 -> 0.094 (block 2)
         assert 0 < fvu[-1] < fvu[0] < 1  # wider dictionaries reconstruct better
     (fit,) = tables["release_stage1"]
     assert fit["layer"] == 0
-    assert fit["alpha"] > 0.1
+    assert fit["alpha"] > 0.1  # measured 1.31
     assert 1 <= fit["intrinsic_dim"] < 32
     assert fit["participation_ratio"] > 1
     (skip,) = tables["release_skipped"]

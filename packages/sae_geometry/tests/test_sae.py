@@ -23,7 +23,7 @@ def test_init_is_tied_with_unit_decoder_rows():
     assert sae.b_enc.abs().sum() == 0
 
 
-def test_training_keeps_decoder_rows_unit_and_is_deterministic():
+def test_training_keeps_decoder_rows_unit_and_is_deterministic(one_thread):
     x = torch.randn(400, 8, generator=torch.Generator().manual_seed(0))
     a, b = TopKSAE(8, 16, 3, seed=2), TopKSAE(8, 16, 3, seed=2)
     cfg = SAETrainConfig(steps=30, batch_size=64, dead_tokens=64)
@@ -34,7 +34,7 @@ def test_training_keeps_decoder_rows_unit_and_is_deterministic():
     assert a.evaluate(x)[0] == pytest.approx(b.evaluate(x)[0])
 
 
-def test_planted_sparse_dictionary_is_recovered():
+def test_planted_sparse_dictionary_is_recovered(one_thread):
     g = torch.Generator().manual_seed(0)
     # 24 atoms in R^32 (linearly independent, so a linear encoder can read sizes exactly), k = 3
     d, n_atoms, k, n = 32, 24, 3, 6000
@@ -46,6 +46,7 @@ def test_planted_sparse_dictionary_is_recovered():
     sae = TopKSAE(d, 2 * n_atoms, k, seed=3)  # 2x overcomplete, as dictionary recovery is run
     train_sae(sae, x[:5000], SAETrainConfig(steps=800, batch_size=256, lr=5e-3, dead_tokens=2000))
     err, l0 = sae.evaluate(x[5000:])
+    # measured on 1 thread: FVU 0.0015, L0 3, worst atom cosine 0.998
     assert err[0] < 0.01
     assert l0[0] <= k
     cos = (sae.W_dec[0] @ atoms.T).abs().max(0).values  # best decoder row for each planted atom

@@ -8,7 +8,7 @@ from sae_geometry import SAETrainConfig, SyntheticLayer, sweep, sweep_grid, synt
 CFG = SAETrainConfig(steps=60, batch_size=128, lr=6e-3, dead_tokens=1000)
 
 
-def test_sweep_rows_cover_the_grid_and_error_falls_with_width():
+def test_sweep_rows_cover_the_grid_and_error_falls_with_width(one_thread):
     layers = {"a": synthetic_layer(SyntheticLayer(ambient=16, n_atoms=32), 1500)}
     layers["b"] = np.random.default_rng(0).standard_normal((1500, 16)).astype(np.float32)
     rows = sweep(layers, [8, 32], [2, 4], seeds=[0, 1], config=CFG)
@@ -18,6 +18,7 @@ def test_sweep_rows_cover_the_grid_and_error_falls_with_width():
     }
     assert all(r["l0"] <= r["k"] + 1e-9 for r in rows)
     fvu = {(r["layer"], r["n"], r["k"]): r["fvu"] for r in rows if r["seed"] == 0}
+    # measured on 1 thread: FVU 0.297 at width 32 vs 0.407 at width 8 vs 0.429 for the noise layer
     assert fvu["a", 32, 4] < fvu["a", 8, 4]
     # a structured layer compresses better than isotropic noise at the same budget
     assert fvu["a", 32, 4] < fvu["b", 32, 4]
@@ -25,7 +26,7 @@ def test_sweep_rows_cover_the_grid_and_error_falls_with_width():
     assert len(n) == len(k) == len(y) == 8
 
 
-def test_sweep_is_deterministic():
+def test_sweep_is_deterministic(one_thread):
     x = synthetic_layer(SyntheticLayer(ambient=8, n_atoms=16), 600)
     a = sweep({"x": x}, [8, 16], [2], config=CFG)
     assert a == sweep({"x": x}, [8, 16], [2], config=CFG)

@@ -81,7 +81,12 @@ def _neighbours(a: np.ndarray, k: int, queries: np.ndarray | None = None) -> tup
 
 
 def two_nn(x: Any, discard: float = 0.1, method: Literal["mle", "linear"] = "mle") -> float:
-    """TwoNN intrinsic dimension of ``x`` ``(n, D)`` (near-duplicate rows are dropped first)."""
+    """TwoNN intrinsic dimension of ``x`` ``(n, D)`` (near-duplicate rows are dropped first).
+
+    ``inf`` when every kept ratio ``r2 / r1`` is 1 up to rounding (``mean log mu < 1e-12``:
+    equidistant neighbours, a lattice): the Pareto law's maximum-likelihood dimension diverges
+    there (a rounding-level mean would read ~1e15); callers that need a finite ``d`` must check.
+    """
     a = deduplicate(_check_points(x, 3))
     if len(a) < 3:
         raise ValueError(f"x has {len(a)} distinct rows; TwoNN needs at least 3")
@@ -89,10 +94,16 @@ def two_nn(x: Any, discard: float = 0.1, method: Literal["mle", "linear"] = "mle
         raise ValueError(f"discard must be in [0, 1); got {discard}")
     dist, _ = _neighbours(a, 2)
     dist = dist[dist[:, 0] > 0]  # points closer than float precision count as duplicates
+    if len(dist) < 2:
+        raise ValueError("fewer than 2 points have a nonzero nearest-neighbour distance")
     mu = np.sort(dist[:, 1] / dist[:, 0])
     keep = max(2, int(np.floor(len(mu) * (1 - discard))))
     log_mu = np.log(mu[:keep])
     f = 1 - keep / len(mu)
+    if method not in ("mle", "linear"):
+        raise ValueError(f"method must be 'mle' or 'linear'; got {method!r}")
+    if log_mu.mean() < 1e-12:  # every ratio is 1 up to rounding (mu >= 1): d -> inf
+        return float("inf")
     if method == "mle":
         correction = 1 + (f * np.log(f) / (1 - f) if f > 0 else 0.0)
         return float(correction / log_mu.mean())
@@ -148,7 +159,11 @@ def _max_fit_dim(k: int) -> int:
 
 
 def _resolve_dim(x: np.ndarray, d: int | None) -> int:
-    d = max(1, round(two_nn(x))) if d is None else d
+    if d is None:
+        dim = two_nn(x)
+        if not np.isfinite(dim):
+            raise ValueError(f"TwoNN gives d = {dim} (equidistant neighbours): pass d explicitly")
+        d = max(1, round(dim))
     if not isinstance(d, int | np.integer) or d < 1 or d >= x.shape[1]:
         raise ValueError(f"d must be an int in [1, ambient dim {x.shape[1]}); got {d!r}")
     return int(d)
@@ -231,8 +246,8 @@ def summarize(
     if len(a) > max_points:
         a = a[np.random.default_rng(seed).choice(len(a), max_points, replace=False)]
     a = unit_mean_square(a)
-    dim = two_nn(a)
-    d = int(np.clip(round(dim), 1, min(a.shape[1] - 1, _max_fit_dim(k))))
+    dim = two_nn(a)  # may be inf (equidistant neighbours): reported, and d clipped to the fit's max
+    d = round(float(np.clip(dim, 1, min(a.shape[1] - 1, _max_fit_dim(k)))))
     pca = local_pca(a, k, n_anchors, seed)
     return Geometry(
         intrinsic_dim=dim,

@@ -2,13 +2,14 @@
 
 :func:`cyclic_lm` trains (or loads from the cache) a ``paper_common.lm.tiny_causal_lm`` on
 :func:`~sae_geometry.data.cyclic_corpus` mixed with a ``World``'s fact statements; the cache is keyed
-by the config and seed under ``$PAPER_CACHE_DIR/sae_geometry`` and read back with
+by the config, the seed and the training texts under ``$PAPER_CACHE_DIR/sae_geometry`` and read back with
 ``from_pretrained``. :func:`layer_activations` returns per-layer token activations of any causal LM
 (a local Gemma 2 checkpoint at ``full``) for SAE training and geometry.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -64,7 +65,13 @@ def _cache_dir() -> Path:
 def cyclic_lm(
     config: LMConfig = LMConfig(), seed: int = 0, cache: bool = True, progress: bool | None = None
 ) -> tuple[Any, Any, dict[str, Any]]:
-    """Train (or load) a tiny LM on cyclic text; returns ``(model, tokenizer, info)`` in eval mode."""
+    """Train (or load) a tiny LM on cyclic text; returns ``(model, tokenizer, info)`` in eval mode.
+
+    Cached by the config, the seed, a hash of the training texts and
+    :func:`paper_common.lm.cache_key`'s environment, which includes torch's thread count at the
+    call: a model trained under one :func:`paper_common.device.pinned_threads` count is a cache miss
+    under another (``reproduce`` trains and loads at its scale's pin).
+    """
     import filelock
 
     from paper_common.lm import (
@@ -76,15 +83,19 @@ def cyclic_lm(
         train_causal_lm,
     )
 
-    key = cache_key({**asdict(config), "seed": seed, "v": 1}, length=12)
+    texts = config.corpus(seed=seed)
+    vocab_texts = [*texts, *config.corpus(200, seed=seed + 1)]
+    # the texts themselves, so a change to cyclic_corpus or to the World's statement templates
+    # trains anew (the tokenizer is built from vocab_texts, so they fix it too)
+    data = hashlib.sha256(json.dumps(vocab_texts).encode()).hexdigest()[:16]
+    key = cache_key({**asdict(config), "seed": seed, "v": 1, "data": data}, length=12)
     path = _cache_dir() / f"cyclic_lm_{key}"
     path.parent.mkdir(parents=True, exist_ok=True)
     with filelock.FileLock(str(path) + ".lock"):
         if cache and (path / "info.json").exists():
             model, tok = load_lm(path)
             return model, tok, json.loads((path / "info.json").read_text())
-        texts = config.corpus(seed=seed)
-        tok = build_tokenizer([*texts, *config.corpus(200, seed=seed + 1)])
+        tok = build_tokenizer(vocab_texts)
         model = tiny_causal_lm(
             tok, config.arch, config.n_layers, config.d_model, config.n_heads, seed=seed
         )
