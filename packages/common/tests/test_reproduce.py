@@ -160,3 +160,28 @@ def test_main_bad_input_is_one_line_and_writes_nothing(tmp_path, capsys):
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1
     assert "cannot write" in err
+
+
+def test_claim_decided_on_a_range():
+    from paper_common.stats import Bounds
+
+    supported = Claim.decided("s", "m", Bounds(4.0, np.inf), ">=", 3)
+    assert supported.supported
+    assert supported.value == 4.0  # the end nearest to failing
+    assert "range" in supported.note
+    undecided = Claim.decided("s", "m", Bounds(2.0, np.inf), ">=", 3, "n")
+    assert not undecided.supported
+    assert undecided.value == 2.0
+    assert undecided.note.startswith("n; ")
+    assert "undecided" in undecided.note
+    refuted = Claim.decided("s", "m", Bounds(0.5, 2.0), ">=", 3)
+    assert not refuted.supported
+    assert refuted.value == 2.0  # its best case still fails
+    below = Claim.decided("s", "m", Bounds(0.2, 0.5), "<", 1)
+    assert below.supported
+    assert below.value == 0.5
+    assert below.target == "< 1"
+    undefined = Claim.decided("s", "m", Bounds(np.nan, np.nan), "<", 1)
+    assert not undefined.supported
+    assert undefined.value is None
+    assert "undefined" in undefined.note

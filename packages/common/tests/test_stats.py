@@ -4,9 +4,11 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from paper_common.stats import (
+    Bounds,
     bootstrap_ci,
     censored_median,
     cohens_d,
+    decide_all,
     median_bounds,
     paired_comparison,
     ratio_bounds,
@@ -153,3 +155,15 @@ def test_ratio_bounds_never_divide_by_zero():
         ratio_bounds(censored_median([-5.0], [False]), zero)
     with pytest.raises(ValueError, match="floor"):
         ratio_bounds(zero, zero, floor=-1)
+
+
+def test_bounds_less_and_decide_all_are_three_valued():
+    observed, censored = Bounds(100.0, 100.0), Bounds(300.0, np.inf)
+    assert observed.less(censored) is True  # observed before a censored time
+    assert censored.less(observed) is False
+    assert censored.less(Bounds(200.0, np.inf)) is None  # two censored times: undecided
+    assert Bounds(np.nan, np.nan).less(observed) is None
+    assert decide_all([True, True]) is True
+    assert decide_all([True, None]) is None
+    assert decide_all([None, False]) is False
+    assert decide_all([]) is True

@@ -13,7 +13,6 @@ from diffusion_classes.reproduce import (
     _claims,
     _delay,
     _flip_error,
-    _less,
     _log_crossing,
     _range_bounds,
     _slope_bounds,
@@ -111,12 +110,12 @@ def test_two_censored_times_leave_the_order_undetermined_and_reported():
 
 def test_less_on_censored_and_early_times():
     exact, cens, early = Bounds(5.0, 5.0), Bounds(100.0, math.inf), Bounds(0.0, 10.0)
-    assert _less(exact, cens) is True
-    assert _less(cens, exact) is False
-    assert _less(cens, Bounds(100.0, math.inf)) is None
-    assert _less(exact, exact) is False  # a tie is not "earlier"
-    assert _less(early, Bounds(20.0, 20.0)) is True
-    assert _less(early, exact) is None
+    assert exact.less(cens) is True
+    assert cens.less(exact) is False
+    assert cens.less(Bounds(100.0, math.inf)) is None
+    assert exact.less(exact) is False  # a tie is not "earlier"
+    assert early.less(Bounds(20.0, 20.0)) is True
+    assert early.less(exact) is None
 
 
 def test_null_slope_with_the_largest_n_censored_is_a_lower_bound():

@@ -28,6 +28,8 @@ from typing import TYPE_CHECKING, Any, Literal, NoReturn, Protocol
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
+    from paper_common.stats import Bounds
+
 __all__ = [
     "OPS",
     "SCALES",
@@ -161,6 +163,44 @@ class Claim:
         supported = bool(measured and OPS[op](float(value), float(threshold)))
         return cls(
             statement, metric, value, f"{op} {format_value(float(threshold))}", supported, note
+        )
+
+    @classmethod
+    def decided(
+        cls,
+        statement: str,
+        metric: str,
+        bounds: Bounds,
+        op: Literal[">", ">=", "<", "<="],
+        threshold: float,
+        note: str = "",
+    ) -> Claim:
+        """A claim on a quantity known only within ``bounds`` (censored times, a ratio of censored
+        medians: see :mod:`paper_common.stats`), decided on the whole range: supported only if every
+        value satisfies ``op threshold``. The value shown is the end nearest to failing (the worst
+        case of a supported or undecided claim, the best case of a refuted one); the note says
+        when the range, not a point, decided, and when it left the claim undecided.
+        """
+        verdict = bounds.decide(op, threshold)
+        worst = bounds.low if op in (">", ">=") else bounds.high
+        best = bounds.high if op in (">", ">=") else bounds.low
+        value = None if not bounds.defined else (best if verdict is False else worst)
+        sep = "; " if note else ""
+        if not bounds.defined:
+            note += f"{sep}undefined (0 / 0 or nothing measured), so not supported"
+        elif verdict is None:
+            note += (
+                f"{sep}the value is {bounds}: censored values leave it undecided, so not supported"
+            )
+        elif not bounds.exact:
+            note += f"{sep}the value is {bounds} (censored values make it a range; decided on all of it)"
+        return cls(
+            statement,
+            metric,
+            value,
+            f"{op} {format_value(float(threshold))}",
+            verdict is True,
+            note,
         )
 
     def to_dict(self) -> dict[str, Any]:

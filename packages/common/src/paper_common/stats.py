@@ -5,7 +5,7 @@ Everything else (tests, metrics, regressions) should call scipy.stats or sklearn
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -20,6 +20,7 @@ __all__ = [
     "bootstrap_ci",
     "censored_median",
     "cohens_d",
+    "decide_all",
     "median_bounds",
     "paired_comparison",
     "ratio_bounds",
@@ -218,6 +219,18 @@ class Bounds:
         lo, hi = test(self.low), test(self.high)
         return lo if lo == hi else None
 
+    def less(self, other: Bounds) -> bool | None:
+        """``self < other`` for every pair of values the two allow (``True``), for none
+        (``False``), or undecided (``None``): an observed time before a censored one is ``True``,
+        two censored times are ``None``."""
+        if not (self.defined and other.defined):
+            return None
+        if self.high < other.low:
+            return True
+        if self.low >= other.high:
+            return False
+        return None
+
     def __str__(self) -> str:
         if not self.defined:
             return "undefined (0/0)"
@@ -228,6 +241,15 @@ class Bounds:
         if self.low == -np.inf:
             return f"<= {self.high:.4g}"
         return f"in [{self.low:.4g}, {self.high:.4g}]"
+
+
+def decide_all(verdicts: Iterable[bool | None]) -> bool | None:
+    """Three-valued AND of verdicts from :meth:`Bounds.decide` / :meth:`Bounds.less`: ``False`` if
+    any is ``False``, else ``None`` if any is undecided, else ``True`` (``True`` for none)."""
+    verdicts = list(verdicts)
+    if any(v is False for v in verdicts):
+        return False
+    return None if any(v is None for v in verdicts) else True
 
 
 def median_bounds(lower: ArrayLike, upper: ArrayLike) -> Bounds:

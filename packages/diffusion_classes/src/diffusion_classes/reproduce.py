@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 from scipy.stats import spearmanr
@@ -28,7 +28,7 @@ from paper_common import (
     write_report,
 )
 from paper_common.device import pinned_threads
-from paper_common.stats import Bounds, ratio_bounds
+from paper_common.stats import Bounds, decide_all, ratio_bounds
 
 from .dynamics import Crossing
 
@@ -313,22 +313,6 @@ def _n_inexact(rows: list[dict[str, Any]], keys: list[str]) -> int:
     return sum(bool(r[f"{k}_censored"] or r[f"{k}_early"]) for r in rows for k in keys)
 
 
-def _less(a: Bounds, b: Bounds) -> bool | None:
-    """``a < b`` for every value the bounds allow (True), for none (False), or undetermined (None):
-    an observed time before a censored one is True, two censored times are None."""
-    if a.high < b.low:
-        return True
-    if a.low >= b.high:
-        return False
-    return None
-
-
-def _and(*verdicts: bool | None) -> bool | None:
-    if any(v is False for v in verdicts):
-        return False
-    return True if all(v is True for v in verdicts) else None
-
-
 def _fraction(verdicts: list[bool | None]) -> Bounds:
     """The fraction of True among ``verdicts`` when each None may go either way."""
     if not verdicts:
@@ -471,24 +455,6 @@ def _censored_spearman(x: list[float], times: list[float]) -> float:
     return float(spearmanr(x_a, -t_a).statistic)
 
 
-def _decided(statement: str, metric: str, bounds: Bounds, op: Literal[">", ">=", "<", "<="],
-             target: float, note: str) -> Claim:  # fmt: skip
-    """A claim decided on the whole range the censored times allow: supported only if every value
-    satisfies ``op target``. The value shown is the range's end nearest the target (the worst case
-    of a supported claim, the best case of a refuted one, the failing end of an undecided one)."""
-    verdict = bounds.decide(op, target)
-    worst = bounds.low if op in (">", ">=") else bounds.high
-    best = bounds.high if op in (">", ">=") else bounds.low
-    value = None if not bounds.defined else (best if verdict is False else worst)
-    if not bounds.defined:
-        note += "; undefined (0 / 0 or nothing measured), so not supported"
-    elif verdict is None:
-        note += f"; the value is {bounds}: censored times leave it undecided, so not supported"
-    elif not bounds.exact:
-        note += f"; the value is {bounds} (censored times make it a range; decided on all of it)"
-    return Claim(statement, metric, value, f"{op} {target:g}", verdict is True, note)
-
-
 def _claims(report: Report, by: dict[str, list[dict[str, Any]]], flips: list[dict[str, Any]],
             cfg: Scale) -> None:  # fmt: skip
     n_seeds = len(cfg.seeds)
@@ -505,7 +471,7 @@ def _claims(report: Report, by: dict[str, list[dict[str, Any]]], flips: list[dic
     slope = _slope_bounds(np.log(np.asarray(cfg.null_ns, dtype=float)), lo, hi)
     g = np.asarray(list(gen.values()))
     gspread = float(np.max(g) / np.min(g))
-    report.add_claim(_decided(
+    report.add_claim(Claim.decided(
         "homogeneous null model (one class, Bonnaire et al.): tau_mem grows with n while tau_gen stays flat",
         f"log-log slope of tau_mem vs n (mean of {n_seeds} seeds); tau_gen max/min reported", slope,
         ">", 0.5,
@@ -520,14 +486,14 @@ def _claims(report: Report, by: dict[str, list[dict[str, Any]]], flips: list[dic
     ))  # fmt: skip
     # 1. learning order follows variance at balanced sampling
     var = by["variance"]
-    gen_less = [_less(_bounds(r, "tau_gen_1"), _bounds(r, "tau_gen_0")) for r in var]
-    mem_less = [_less(_bounds(r, "tau_mem_1"), _bounds(r, "tau_mem_0")) for r in var]
-    ok = [_and(a, b) for a, b in zip(gen_less, mem_less, strict=True)]
+    gen_less = [_bounds(r, "tau_gen_1").less(_bounds(r, "tau_gen_0")) for r in var]
+    mem_less = [_bounds(r, "tau_mem_1").less(_bounds(r, "tau_mem_0")) for r in var]
+    ok = [decide_all([a, b]) for a, b in zip(gen_less, mem_less, strict=True)]
     keys = ["tau_gen_0", "tau_gen_1", "tau_mem_0", "tau_mem_1"]
     undecided = (f"; {sum(v is None for v in ok)} setting(s) undetermined ({_n_inexact(var, keys)} "
                  "censored or early times: an observed time before a censored one counts as earlier, "
                  "two censored times are undetermined)")  # fmt: skip
-    report.add_claim(_decided(
+    report.add_claim(Claim.decided(
         "at balanced sampling the higher-variance class generalises and memorises first",
         f"fraction of {len(var)} settings (variance ratio x seed) with tau_gen and tau_mem of the "
         "high-variance class both smaller", _fraction(ok), ">=", 0.9,
@@ -538,9 +504,9 @@ def _claims(report: Report, by: dict[str, list[dict[str, Any]]], flips: list[dic
     def same(pred: bool, measured: bool | None) -> bool | None:
         return None if measured is None else pred == measured
 
-    agree = [_and(same(r["pred_gen_1"] < r["pred_gen_0"], gl), same(r["pred_mem_1"] < r["pred_mem_0"], ml))
+    agree = [decide_all([same(r["pred_gen_1"] < r["pred_gen_0"], gl), same(r["pred_mem_1"] < r["pred_mem_0"], ml)])
              for r, gl, ml in zip(var, gen_less, mem_less, strict=True)]  # fmt: skip
-    report.add_claim(_decided(
+    report.add_claim(Claim.decided(
         "the measured order agrees with the order the spectrum (Gaussian-equivalence bulks) predicts",
         "fraction of settings where the predicted tau_gen and tau_mem orders both match the measured ones",
         _fraction(agree), ">=", 0.9,
@@ -558,7 +524,7 @@ def _claims(report: Report, by: dict[str, list[dict[str, Any]]], flips: list[dic
                       float(np.mean([b.high for b in per_seed])))  # fmt: skip
 
     s_mu, s_var = spread(by["centroid"]), spread(by["centroid_variance"])
-    report.add_claim(_decided(
+    report.add_claim(Claim.decided(
         "centroid geometry is secondary: varying |mu_c| moves tau_gen,c less than varying sigma_c^2",
         "range of log tau_gen,1 over the centroid sweep / over the variance sweep (mean of seeds)",
         ratio_bounds(s_mu, s_var), "<", 1.0,
@@ -594,7 +560,7 @@ def _claims(report: Report, by: dict[str, list[dict[str, Any]]], flips: list[dic
            if _bounds(r, f"measured_{c}").exact and _bounds(r, f"exact_{c}").exact
            and r[f"exact_{c}"] > 0]  # fmt: skip
     clone_keys = [f"{m}_{c}" for m in ("measured", "exact") for c in range(3)]
-    report.add_claim(_decided(
+    report.add_claim(Claim.decided(
         f"under strong imbalance (minority weight {cfg.clone_weight:g}) the minority class speciates later "
         "in the backward process than the majority classes",
         f"min over {len(cl)} seeds of (earliest majority speciation time - minority speciation time)",

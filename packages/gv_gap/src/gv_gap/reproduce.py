@@ -37,7 +37,7 @@ from paper_common import (
     write_report,
 )
 from paper_common.device import pinned_threads
-from paper_common.stats import median_bounds
+from paper_common.stats import decide_all, median_bounds
 
 __all__ = ["PAPER_SETTINGS", "SCALES", "reproduce"]
 
@@ -121,23 +121,9 @@ def _mean_curve(runs: list[GVRun], phase: str, metric: str) -> np.ndarray:
 
 
 def _before(a: LearningTime, b: LearningTime) -> bool | None:
-    """Is ``a`` learned before ``b``? Censored times are lower bounds: ``True`` only if ``a`` was
-    observed before every time ``b`` can have, ``False`` if ``a`` cannot be before ``b``, ``None``
-    (undecided) otherwise, e.g. when both are censored."""
-    lo_a, hi_a = a.bounds.low, a.bounds.high
-    lo_b, hi_b = b.bounds.low, b.bounds.high
-    if hi_a < lo_b:
-        return True
-    if lo_a >= hi_b:
-        return False
-    return None
-
-
-def _all(decisions: list[bool | None]) -> bool | None:
-    """Three-valued AND: False if any is False, None if any is undecided, else True."""
-    if any(d is False for d in decisions):
-        return False
-    return None if any(d is None for d in decisions) else True
+    """Is ``a`` learned before ``b``? Censored times are lower bounds (:meth:`Bounds.less`):
+    ``None`` (undecided) when they leave it open, e.g. both censored."""
+    return a.bounds.less(b.bounds)
 
 
 def _analyse(name: str, runs: list[GVRun]) -> dict[str, Any]:
@@ -268,7 +254,7 @@ def reproduce(
 def _claims(report: Report, analysis: dict[str, Any]) -> None:
     times = [(r, t) for a in analysis.values() for r, t in zip(a["seeds"], a["times"], strict=True)]
     first = {
-        name: _all([_before(t["ver_acc"], t["gen_acc"]) for t in a["times"]])
+        name: decide_all([_before(t["ver_acc"], t["gen_acc"]) for t in a["times"]])
         for name, a in analysis.items()
     }
     censored = (
@@ -303,7 +289,7 @@ def _claims(report: Report, analysis: dict[str, Any]) -> None:
         )
     )
     matched = [
-        _all([_before(t["ver_acc"], t["gen_rank3"]), _before(t["ver_acc"], t["mc_acc"])])
+        decide_all([_before(t["ver_acc"], t["gen_rank3"]), _before(t["ver_acc"], t["mc_acc"])])
         for _, t in times
     ]
     undecided = sum(m is None for m in matched)

@@ -18,7 +18,7 @@ import math
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 
@@ -204,24 +204,6 @@ def _ratio(num: Bounds | None, den: Bounds | None, floor: float) -> Bounds:
     )
 
 
-def _decided(
-    statement: str, metric: str, ratio: Bounds, op: Literal[">=", "<"], target: float, note: str
-) -> Claim:
-    """A ratio claim decided on the ratio's whole range: supported only if every value the censored
-    times allow satisfies ``op target``; the value shown is the range's end nearest the target."""
-    verdict = ratio.decide(op, target)
-    value = None if not ratio.defined else (ratio.low if op == ">=" else ratio.high)
-    if verdict is None:
-        note += (
-            f"; the ratio is {ratio}: censored times leave it undecided, so not supported"
-            if ratio.defined
-            else "; the ratio is undefined (0 / 0 or a missing arm), so not supported"
-        )
-    elif not ratio.exact:
-        note += f"; the ratio is {ratio} (censored times make it a range; decided on all of it)"
-    return Claim(statement, metric, value, f"{op} {target:g}", verdict is True, note)
-
-
 def _ci(x: np.ndarray) -> str:
     x = x[np.isfinite(x)]
     if x.size < 2:
@@ -277,7 +259,7 @@ def _ratio_claim(
             f"paired log-ratio over the {len(pairs)} pairs with neither censored {_ci(log_ratio)}; "
             f"censored at {budget}: LayerNorm {cens[0]}, sphere {cens[1]}; times below the "
             f"{eval_every}-step evaluation interval count as one interval")  # fmt: skip
-    return _decided(
+    return Claim.decided(
         f"The bounded sphere groks sooner than the LayerNorm transformer on {label}",
         "median t_test95(LayerNorm) / median t_test95(sphere)",
         _ratio(ln, sp, eval_every), ">=", 3.0, note,
@@ -293,7 +275,7 @@ def _timing_claims(rows: Sequence[dict[str, Any]], cfg: Scale) -> list[Claim]:
     claims: list[Claim] = []
     claims.append(_ratio_claim(rows, add, f"a + b mod {cfg.p}", cfg.steps, ev))
     d_ln, d_sp = _delay(rows, add, "layernorm"), _delay(rows, add, "sphere")
-    claims.append(_decided(
+    claims.append(Claim.decided(
         f"Train and test accuracy rise together on the sphere: its delay is far below LayerNorm's (a + b mod {cfg.p})",
         "median delay(LayerNorm) / median delay(sphere), each at least the eval interval",
         _ratio(d_ln, d_sp, ev), ">=", 3.0,
@@ -309,7 +291,7 @@ def _timing_claims(rows: Sequence[dict[str, Any]], cfg: Scale) -> list[Claim]:
         _delay(rows, add, "sphere+uniform"),
     )
     all_reach = bool(lnu) and not any(r["t_test95_censored"] for r in lnu)
-    uniform = _decided(
+    uniform = Claim.decided(
         "Uniform attention alone removes delay: it reaches test >= 0.95 in every seed with a "
         "shorter delay than LayerNorm",
         "median delay(LayerNorm + uniform) / median delay(LayerNorm), each at least the eval interval",
