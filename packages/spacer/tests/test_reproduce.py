@@ -7,7 +7,7 @@ from spacer.reproduce import reproduce
 def test_smoke_reproduce_writes_a_report(tmp_path):
     report = reproduce("smoke", seed=0, out_dir=tmp_path / "r")
     assert len(report.claims) == 4
-    assert all(c.value is not None and c.value > 0 for c in report.claims)
+    assert all(c.value is not None and c.value >= 0 for c in report.claims)  # ratios of errors
     loaded = Report.from_json(tmp_path / "r")
     assert loaded.package == "spacer"
     assert {"error_vs_memory.png", "error_vs_noise.png"} <= {

@@ -17,8 +17,14 @@ reasoning):
 
 A batch is processed at once: an untracked item with ``c`` occurrences is admitted with
 probability ``1 - (1-p)^c`` and misses a truncated-geometric number ``X < c`` of them (the same
-distribution as item-by-item sampling within the batch), then the table keeps its ``k`` largest.
-While the stream's distinct items fit in ``k`` every count is exact.
+distribution as item-by-item sampling within the batch), then the table keeps its ``k`` largest
+counts; ties at the boundary keep the smallest ids (a rule, not the order a partial sort happens to
+leave, so the survivors do not depend on the numpy build or the CPU).
+
+Counts are exact for every item whose first occurrence falls in a batch that starts while
+``N_t <= alpha * k`` (then ``p_t = 1``), as long as no item has been evicted (at most ``k``
+distinct items so far). Free slots alone do not make a count exact: an item first seen later is
+sampled at ``p_t < 1`` like any other, so it may start from the bias-corrected estimate.
 """
 
 from __future__ import annotations
@@ -74,6 +80,17 @@ def truncated_geometric(rng: np.random.Generator, p: float, n: np.ndarray) -> np
     # inverse CDF of X | X < n:  P(X <= x | X < n) = (1 - q^(x+1)) / (1 - q^n)
     x = np.floor(np.log1p(u * np.expm1(n * log_q)) / log_q).astype(np.int64)
     return np.clip(x, 0, np.maximum(n - 1, 0))
+
+
+def top_k_mask(ids: np.ndarray, counts: np.ndarray, k: int) -> np.ndarray:
+    """Mask of the ``k`` largest ``counts``, ties at the boundary broken by the smallest id.
+
+    ``ids``: (n,) distinct ids, ``counts``: (n,). A total order on ``(-count, id)``, so the result
+    does not depend on the input's order or on how a partial sort breaks ties.
+    """
+    keep = np.zeros(ids.size, bool)
+    keep[np.lexsort((ids, -counts))[: max(0, int(k))]] = True
+    return keep
 
 
 class _Sampled(FrequencySketch):
@@ -150,7 +167,7 @@ class SpaceR(_Sampled):
 
     >>> import numpy as np
     >>> s = SpaceR(memory_words=200, seed=0).update(np.array([1, 1, 2, 1, 3]))
-    >>> s.estimate([1, 2, 9]).tolist()  # exact while everything fits
+    >>> s.estimate([1, 2, 9]).tolist()  # exact: every item arrived while p_t = 1
     [3.0, 1.0, 0.0]
     """
 
@@ -180,9 +197,7 @@ class SpaceR(_Sampled):
 
     def _evict(self) -> None:
         if len(self.table) > self.capacity:
-            keep = np.zeros(len(self.table), bool)
-            keep[np.argpartition(-self.table.counts, self.capacity - 1)[: self.capacity]] = True
-            self.table.keep(keep)
+            self.table.keep(top_k_mask(self.table.ids, self.table.counts, self.capacity))
 
     def merge(self, other: FrequencySketch) -> SpaceR:
         """Merge a SpaceR built on another part of the stream (same parameters), in place: counts of
