@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike
 
-from screening.planners import OptimalPlanner
+from screening.planners import OptimalPlanner, first_near_max
 from screening.value import check_problem
 
 __all__ = ["Split", "optimal_split"]
@@ -25,12 +25,11 @@ class Split:
 
     @property
     def efficiency_gain(self) -> float:
-        """Relative gain in expected covered vulnerable units over the best no-screening plan."""
-        return (
-            self.expected_value / self.no_screening_value - 1
-            if self.no_screening_value > 0
-            else 0.0
-        )
+        """Relative gain in expected covered vulnerable units over the best no-screening plan:
+        ``nan`` when both cover nothing (0/0), ``inf`` when only the no-screening plan does not."""
+        if self.no_screening_value > 0:
+            return self.expected_value / self.no_screening_value - 1
+        return float("nan") if self.expected_value == 0 else float("inf")
 
 
 def optimal_split(
@@ -44,7 +43,9 @@ def optimal_split(
     """Choose coverage K and screenings m with ``K cost_alloc + m cost_screen <= budget`` to maximise
     the optimal plan's expected covered vulnerable units. ``m`` runs over up to ``max_candidates``
     evenly spaced values from 0 to its maximum (the budget's, or ``max_screen``: planning costs
-    O(m^3), so cap it when screening is cheap); K takes the rest of the budget (at most n)."""
+    O(m^3), so cap it when screening is cheap); K takes the rest of the budget (at most n). Values
+    within a relative 1e-12 are ties, won by the smaller m. A budget below ``cost_alloc`` gives
+    ``Split(0, 0, 0.0, ...)``: nothing can be allocated."""
     arr = check_problem(p, 0)
     if not (budget >= 0 and cost_alloc > 0 and cost_screen > 0):
         raise ValueError(
@@ -56,16 +57,15 @@ def optimal_split(
         m_max = min(m_max, int(max_screen))
     ms = np.unique(np.linspace(0, m_max, min(max_candidates, m_max + 1)).astype(int))
     planner = OptimalPlanner()
-    best = None
     base_k = int(min(n, budget // cost_alloc))
     base_v = float(np.sort(arr)[::-1][:base_k].sum())
+    cands = []
     for m in ms:
         k = int(min(n, (budget - m * cost_screen) // cost_alloc))
-        if k <= 0:
-            continue
-        v = planner.plan(arr, k, int(min(m, n))).expected_value
-        if best is None or v > best[2]:
-            best = (k, int(m), v)
-    if best is None:
+        if k > 0:
+            cands.append((k, int(m), planner.plan(arr, k, int(min(m, n))).expected_value))
+    if not cands:  # the budget cannot pay for one allocation
         return Split(0, 0, 0.0, base_k, base_v)
+    # ties within rounding noise go to the fewest screenings (candidates are in increasing m)
+    best = cands[first_near_max([c[2] for c in cands])]
     return Split(best[0], best[1], best[2], base_k, base_v)

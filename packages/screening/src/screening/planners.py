@@ -26,6 +26,7 @@ __all__ = [
     "ScreenTop",
     "ScreenUncertain",
     "brute_force_plan",
+    "first_near_max",
     "is_margin_window",
     "local_search",
 ]
@@ -146,8 +147,10 @@ class OptimalPlanner(Planner):
     ranks in score order, the window chosen by exact value.
 
     ``search="band"`` (default) tries every window start in ``[K - 2m, K + m]`` (windows touching the
-    cut-off); ``"all"`` tries every start. Brute force over all subsets (:func:`brute_force_plan`) and
-    :func:`local_search` check the structure on small and medium instances.
+    cut-off); ``"all"`` tries every start. Windows whose values agree within a relative ``1e-12``
+    (:func:`first_near_max`) are tied and the highest-ranked (smallest start) is screened. Brute
+    force over all subsets (:func:`brute_force_plan`) and :func:`local_search` check the structure
+    on small and medium instances.
     """
 
     name = "optimal (margin window)"
@@ -175,8 +178,29 @@ class OptimalPlanner(Planner):
                 for i in range(0, starts.size, self.chunk)
             ]
         )
-        best = int(starts[int(np.argmax(values))])
+        best = int(starts[first_near_max(values)])
         return order[best : best + m]
+
+
+TIE_RTOL = 1e-12
+"""Values within this relative distance of the best are ties (windows on a plateau of equal scores
+differ only in floating-point noise, which depends on the CPU's summation order)."""
+
+
+def first_near_max(values: ArrayLike, rtol: float = TIE_RTOL) -> int:
+    """Index of the first value within ``rtol * max(1, |max|)`` of the maximum.
+
+    The tie rule of :class:`OptimalPlanner` (the highest-ranked of tied windows) and of
+    :func:`screening.costs.optimal_split` (the fewest screenings among tied splits): a value must beat
+    an earlier one by more than rounding noise to be preferred. ``values`` must be finite.
+    """
+    v = np.asarray(values, float)
+    if v.ndim != 1 or v.size == 0:
+        raise ValueError(f"values must be a non-empty 1-D array; got shape {v.shape}")
+    if not np.isfinite(v).all():
+        raise ValueError("values must be finite")
+    top = float(v.max())
+    return int(np.flatnonzero(v >= top - rtol * max(1.0, abs(top)))[0])
 
 
 class Oracle(Planner):
@@ -194,14 +218,15 @@ class Oracle(Planner):
 
 
 def brute_force_plan(p: ArrayLike, coverage: int, screen_budget: int) -> Plan:
-    """The exact optimum over all ``C(n, m)`` screening sets (small n only)."""
+    """The exact optimum over all ``C(n, m)`` screening sets (small n only); sets whose values agree
+    within a relative ``1e-12`` are tied and the lexicographically first wins."""
     arr = check_problem(p, coverage, screen_budget)
     if arr.size > 22:
         raise ValueError(f"brute force is for n <= 22; got n={arr.size}")
     best, best_v = None, -np.inf
     for s in itertools.combinations(range(arr.size), screen_budget):
         v = plan_value(arr, list(s), coverage).mean
-        if v > best_v + 1e-15:
+        if best is None or v > best_v + TIE_RTOL * max(1.0, abs(best_v)):
             best, best_v = s, v
     v = plan_value(arr, list(best), coverage)
     return Plan(arr, np.array(best, np.int64), int(coverage), v.mean, v.var)
