@@ -1,5 +1,3 @@
-import math
-
 import pytest
 
 from paper_common import Report
@@ -17,7 +15,9 @@ def test_smoke_reproduce_writes_a_report(tmp_path):
     assert [r["N_min_closed_form"] for r in fr] == sorted(
         (r["N_min_closed_form"] for r in fr), reverse=True
     )
-    assert all(r["N_min_simulated"] >= 1 for r in fr if not math.isnan(r["N_min_simulated"]))
+    for r in fr:  # a censored row (no N of the grid succeeded) has no value, only a lower bound
+        assert r["censored"] == (r["N_min_simulated"] is None)
+        assert r["N_min_lower"] >= 1
     eq = {r["algorithm"]: r for r in report.tables["equal_trajectories"]}
     assert eq["RF-UCRL sequential (rho = T)"]["phases"] == eq["uniform (rho = 1)"]["trajectories"]
 

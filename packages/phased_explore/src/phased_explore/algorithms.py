@@ -18,20 +18,33 @@ import math
 import numpy as np
 
 from .mdp import TabularMDP
+from .planning import TIE_RTOL, first_max
 from .protocol import History
 
 
 def reach_policies(P_hat: np.ndarray, init: np.ndarray, h: int) -> tuple[np.ndarray, np.ndarray]:
     """For every state ``s``, the policy ``(H, S)`` maximising the estimated probability of being in
-    ``s`` at step ``h`` and that probability: ``(S, H, S)`` policies and ``(S,)`` reach values."""
+    ``s`` at step ``h`` and that probability: ``(S, H, S)`` policies and ``(S,)`` reach values.
+    Actions that reach equally well (within a relative 1e-12) go to the lowest index."""
     H, S, _A, _ = P_hat.shape
     V = np.eye(S)  # V[target, state] at step h
     pols = np.zeros((S, H, S), dtype=np.int64)
     for k in range(h - 1, -1, -1):
         Q = np.einsum("sat,gt->gsa", P_hat[k], V)  # (target, s, a)
-        pols[:, k] = Q.argmax(2)
+        pols[:, k] = first_max(Q, axis=2)
         V = Q.max(2)
     return pols, V @ init
+
+
+def least_visited_max(E: np.ndarray, visits: np.ndarray, rtol: float = TIE_RTOL) -> np.ndarray:
+    """Greedy actions ``(S,)`` on bounds ``E`` ``(S, A)``: among the actions within
+    ``rtol * max(1, |max|)`` of each row's maximum, the one with the fewest ``visits`` ``(S, A)``,
+    then the lowest index. An explicit rule: equal bounds never go to whichever rounding came out
+    larger."""
+    e = np.asarray(E, dtype=float)
+    top = e.max(axis=1, keepdims=True)
+    near = e >= top - rtol * np.maximum(1.0, np.abs(top))
+    return np.where(near, np.asarray(visits, dtype=float), np.inf).argmin(axis=1)
 
 
 def _uniform(n: int, H: int, S: int, A: int) -> np.ndarray:
@@ -172,8 +185,9 @@ class RFUCRL:
     """Reward-free UCRL (Kaufmann et al. 2021), run in phases. Before each phase the error upper
     bound ``E_h(s,a) = b(n_h(s,a)) + P_hat_h(s,a) . max_a' E_{h+1}`` with ``b(n) = sqrt(beta /
     (n + 1))`` is computed by DP (values clipped at 1 per step-to-go, the greedy action taken on the
-    unclipped bound so that less-visited actions win ties) and every agent of the phase follows its
-    greedy policy. One agent per phase is the fully sequential algorithm; N agents per phase is the
+    unclipped bound, where the bonus favours less-visited actions; actions whose bounds agree within
+    a relative 1e-12 are ties, won by the fewest visits, then the lowest index: see
+    :func:`least_visited_max`) and every agent of the phase follows its greedy policy. One agent per phase is the fully sequential algorithm; N agents per phase is the
     batched variant. ``beta = log(3 S A H / delta) + S`` (their bonus, up to constants)."""
 
     def __init__(self, delta: float = 0.1) -> None:
@@ -190,7 +204,7 @@ class RFUCRL:
         pol = np.zeros((H, S), dtype=np.int64)
         for h in range(H - 1, -1, -1):
             E = bonus[h] + P_hat[h] @ V
-            pol[h] = E.argmax(1)
+            pol[h] = least_visited_max(E, n[h])
             V = np.minimum(E.max(1), H - h)
         return pol
 

@@ -12,12 +12,27 @@ import numpy as np
 
 from .mdp import TabularMDP, _as_stochastic
 
+TIE_RTOL = 1e-12
+"""Action values within ``TIE_RTOL * max(1, |best|)`` of the best are ties: equal values computed
+along different paths (a BLAS kernel's main block and its tail) differ in the last bits, and which
+one comes out larger depends on the CPU and the library build."""
+
+
+def first_max(values: np.ndarray, axis: int = -1, rtol: float = TIE_RTOL) -> np.ndarray:
+    """The greedy action with an explicit tie rule: the lowest index among the entries within
+    ``rtol * max(1, |max|)`` of the maximum along ``axis`` (``np.argmax`` of exact values picks the
+    first too, but lets rounding noise decide between equal ones)."""
+    v = np.asarray(values, dtype=float)
+    top = v.max(axis=axis, keepdims=True)
+    near = v >= top - rtol * np.maximum(1.0, np.abs(top))
+    return near.argmax(axis=axis)
+
 
 @dataclass(frozen=True)
 class Plan:
     Q: np.ndarray  # (H, S, A)
     V: np.ndarray  # (H + 1, S)
-    policy: np.ndarray  # (H, S) greedy actions
+    policy: np.ndarray  # (H, S) greedy actions, ties to the lowest index (see first_max)
 
 
 def _check_reward(
@@ -43,7 +58,7 @@ def value_iteration(P: np.ndarray, r: np.ndarray, r_term: np.ndarray | None = No
     for h in range(H - 1, -1, -1):
         Q[h] = r[h] + P[h] @ V[h + 1]
         V[h] = Q[h].max(1)
-    return Plan(Q, V, Q.argmax(2))
+    return Plan(Q, V, first_max(Q, axis=2))
 
 
 def policy_value(mdp: TabularMDP, policy: np.ndarray, r: np.ndarray,
