@@ -9,13 +9,13 @@ def test_smoke_reproduce_writes_a_report(tmp_path):
     names = [c.statement for c in report.claims]
     assert len(names) == 6
     assert len(set(names)) == 6
-    assert all(c.value is not None for c in report.claims)
+    for c in report.claims:  # an unmeasured or undecided claim says why
+        assert c.value is not None or c.note.startswith(("not measured", "undecided"))
+    # the two exact-DP invariants (theorems, not trained models): their values, not verdicts
     inspan = report.claims[0]
-    assert inspan.supported
-    assert inspan.value < 1e-6
+    assert inspan.value < 1e-6  # the library holds an optimal policy for every in-span reward
     bound = next(c for c in report.claims if "bounded" in c.statement)
-    assert bound.supported
-    assert 0 <= bound.value <= 1
+    assert -1e-9 <= bound.value <= 1  # the measured gap never exceeds the bound
     loaded = Report.from_json(tmp_path / "r")
     assert loaded.package == "laplacian_keyboard"
     assert loaded.scale == "smoke"

@@ -26,6 +26,7 @@ from laplacian_keyboard.keyboard import BehaviourLibrary, Behaviours
 from laplacian_keyboard.mdp import (
     check_model,
     gpi_policy,
+    greedy,
     optimal_policy,
     policy_evaluation,
     q_from_v,
@@ -96,7 +97,7 @@ def eigenoptions(
             if np.max(np.abs(V_new - V)) < 1e-12:
                 break
             V = V_new
-        actions.append(Q.argmax(axis=1))
+        actions.append(greedy(Q, axis=1))
         stops.append(Q.max(axis=1) <= tol)
         sign = "+" if i < phi.shape[1] else "-"
         names.append(f"eig{sign}{i % phi.shape[1] + 1}")

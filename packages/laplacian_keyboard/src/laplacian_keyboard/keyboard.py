@@ -33,6 +33,7 @@ from tqdm.auto import tqdm
 from laplacian_keyboard.mdp import (
     check_model,
     gpi_policy,
+    greedy,
     optimal_policy,
     policy_evaluation,
     q_from_v,
@@ -166,8 +167,8 @@ class BehaviourLibrary:
         return gpi_policy(self.q(w))
 
     def best(self, w: np.ndarray) -> int:
-        """Index of the member with the highest ``mu @ V_w``."""
-        return int(np.argmax(self.points @ self._w(w)))
+        """Index of the member with the highest ``mu @ V_w`` (ties to the lowest index)."""
+        return int(greedy(self.points @ self._w(w)))
 
     def evaluate(self, r: np.ndarray) -> np.ndarray:
         """``(L, S, A)`` exact action values of every member on an arbitrary reward ``r (S,)``."""
@@ -327,7 +328,7 @@ class Behaviours:
         keys = library.weights if keys is None else np.asarray(keys, float)
         if keys.ndim != 2 or keys.shape[1] != library.phi.shape[1]:
             raise ValueError(f"keys must have shape (K, {library.phi.shape[1]}); got {keys.shape}")
-        actions = (library.psi @ keys.T).max(axis=0).argmax(axis=1).T  # (K, S)
+        actions = greedy((library.psi @ keys.T).max(axis=0), axis=1).T  # (K, S), ties: lowest
         return cls(
             actions, np.zeros_like(actions, dtype=bool), tuple(f"w{j}" for j in range(len(keys)))
         )

@@ -98,10 +98,20 @@ def laplacian_matrix(
     return sp.csr_array(eye - sp.diags_array(1.0 / deg) @ W)
 
 
-def _fix_signs(vecs: np.ndarray) -> np.ndarray:
-    """Make each column's largest-magnitude entry positive (a deterministic sign)."""
-    idx = np.abs(vecs).argmax(axis=0)
-    return vecs * np.sign(vecs[idx, np.arange(vecs.shape[1])])
+SIGN_RTOL = 1e-6
+"""Entries within this relative distance of a column's largest magnitude count as tied for the
+sign rule (mirror-symmetric states have entries of equal magnitude and opposite signs, which the
+eigensolver returns with last-bit differences)."""
+
+
+def _fix_signs(vecs: np.ndarray, rtol: float = SIGN_RTOL) -> np.ndarray:
+    """A deterministic sign per column ``(S, d)``: the lowest-index entry whose magnitude is within
+    ``rtol`` of the column's largest is made positive. Unlike the plain largest entry, this does
+    not flip with rounding noise when two entries have the same magnitude."""
+    mag = np.abs(vecs)
+    idx = (mag >= (1 - rtol) * mag.max(axis=0, keepdims=True)).argmax(axis=0)
+    sign = np.sign(vecs[idx, np.arange(vecs.shape[1])])
+    return vecs * np.where(sign == 0, 1.0, sign)
 
 
 def _smallest_symmetric(L: sp.csr_array, d: int) -> tuple[np.ndarray, np.ndarray]:

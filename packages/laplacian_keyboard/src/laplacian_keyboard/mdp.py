@@ -10,8 +10,10 @@ from __future__ import annotations
 import numpy as np
 
 __all__ = [
+    "TIE_RTOL",
     "check_model",
     "gpi_policy",
+    "greedy",
     "optimal_policy",
     "policy_evaluation",
     "policy_matrix",
@@ -20,6 +22,22 @@ __all__ = [
     "successor_features",
     "value_iteration",
 ]
+
+
+TIE_RTOL = 1e-12
+"""Action values within ``TIE_RTOL * max(1, |best|)`` of the best are ties. Equal values reached
+along different floating-point paths (BLAS kernels, summation orders) differ in their last bits,
+and which comes out larger depends on the CPU and the library build; a tie goes to the lowest
+action index instead."""
+
+
+def greedy(q: np.ndarray, axis: int = -1, atol: float | None = None) -> np.ndarray:
+    """``argmax`` along ``axis`` with an explicit tie rule: the lowest index among the entries within
+    ``atol`` of the maximum (default ``TIE_RTOL * max(1, |max|)``, per slice)."""
+    v = np.asarray(q, dtype=float)
+    top = v.max(axis=axis, keepdims=True)
+    slack = TIE_RTOL * np.maximum(1.0, np.abs(top)) if atol is None else atol
+    return (v >= top - slack).argmax(axis=axis)
 
 
 def check_model(P: np.ndarray, gamma: float | None = None) -> np.ndarray:
@@ -82,7 +100,8 @@ def value_iteration(
     tol: float = 1e-10,
     max_iter: int = 100_000,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Optimal ``V (S,)``, ``Q (S, A)`` and a greedy policy ``(S,)``, to sup-norm error ``tol``."""
+    """Optimal ``V (S,)``, ``Q (S, A)`` and a greedy policy ``(S,)`` (ties to the lowest action,
+    see :func:`greedy`), to sup-norm error ``tol``."""
     P = check_model(P, gamma)
     r = _vector(r, P.shape[0], "r")
     V = np.zeros(P.shape[0])
@@ -95,7 +114,7 @@ def value_iteration(
             break
         V = V_new
     Q = q_from_v(P, r, V, gamma, terminal)
-    return Q.max(axis=1), Q, Q.argmax(axis=1)
+    return Q.max(axis=1), Q, greedy(Q, axis=1)
 
 
 def policy_evaluation(
@@ -128,7 +147,9 @@ def optimal_policy(
     Starts from ``init`` (a deterministic policy, e.g. the solution of a nearby reward) or, without
     one, from a coarse value iteration. The policy only switches action when the improvement
     exceeds ``tol`` relative to the value scale, so it terminates on ties; the returned ``V`` is the
-    exact value of the returned policy.
+    exact value of the returned policy. In every state the returned action is the lowest-index one
+    whose exact value is within that tolerance of the best, so equally optimal actions are decided
+    by a rule, not by ``init`` or by rounding noise.
     """
     P = check_model(P, gamma)
     if init is None:
@@ -141,10 +162,15 @@ def optimal_policy(
         V = policy_evaluation(P, r, pi, gamma, terminal)
         Q = q_from_v(P, r, V, gamma, terminal)
         current = Q[np.arange(len(pi)), pi]
-        better = Q.max(axis=1) > current + tol * (1 + np.abs(V).max())
+        slack = tol * (1 + np.abs(V).max())
+        better = Q.max(axis=1) > current + slack
         if not better.any():
-            return pi, V
-        pi = np.where(better, Q.argmax(axis=1), pi)
+            # optimal: among the actions tied with the best (within slack), take the lowest index
+            canon = greedy(Q, axis=1, atol=slack)
+            if np.array_equal(canon, pi):
+                return pi, V
+            return canon, policy_evaluation(P, r, canon, gamma, terminal)
+        pi = np.where(better, greedy(Q, axis=1), pi)
     raise RuntimeError("policy iteration did not converge in 1000 iterations")
 
 
@@ -180,8 +206,9 @@ def successor_features(
 
 
 def gpi_policy(q_values: np.ndarray) -> np.ndarray:
-    """Generalised policy improvement: ``argmax_a max_i Q_i(s, a)`` over ``q_values (n, S, A)``."""
+    """Generalised policy improvement: ``argmax_a max_i Q_i(s, a)`` over ``q_values (n, S, A)``,
+    ties to the lowest action (see :func:`greedy`)."""
     q = np.asarray(q_values, dtype=float)
     if q.ndim != 3 or q.shape[0] == 0:
         raise ValueError(f"q_values must have shape (n_policies >= 1, S, A); got {q.shape}")
-    return q.max(axis=0).argmax(axis=1)
+    return greedy(q.max(axis=0), axis=1)
