@@ -7,7 +7,8 @@ from paper_common import Report
 def test_smoke_reproduce_writes_a_report(tmp_path):
     report = reproduce("smoke", seed=0, out_dir=tmp_path / "r")
     assert len(report.claims) == 5
-    assert all(c.value is not None for c in report.claims)
+    for c in report.claims:  # a claim without a value says why
+        assert c.value is not None or c.note.startswith(("not measured", "not supported"))
     loaded = Report.from_json(tmp_path / "r")
     assert loaded.package == "gcbm"
     assert (tmp_path / "r" / "graph_concepts.png").exists()

@@ -19,10 +19,20 @@ __all__ = ["ConceptLM"]
 
 
 class ConceptLM(nn.Module):
-    """BERT-style encoder over concept ids ``0..n_concepts-1`` (plus PAD and MASK)."""
+    """BERT-style encoder over concept ids ``0..n_concepts-1`` (plus PAD and MASK).
+
+    ``seed`` fixes the initial weights (drawn in a forked torch RNG, so the global state is left
+    as it was): without it they came from torch's process-random initial seed.
+    """
 
     def __init__(
-        self, n_concepts: int, dim: int = 32, layers: int = 2, heads: int = 4, max_len: int = 128
+        self,
+        n_concepts: int,
+        dim: int = 32,
+        layers: int = 2,
+        heads: int = 4,
+        max_len: int = 128,
+        seed: int = 0,
     ) -> None:
         super().__init__()
         if n_concepts < 1 or dim % heads:
@@ -31,11 +41,13 @@ class ConceptLM(nn.Module):
             )
         self.n_concepts, self.dim, self.max_len = n_concepts, dim, max_len
         self.pad, self.mask = n_concepts, n_concepts + 1
-        self.tokens = nn.Embedding(n_concepts + 2, dim, padding_idx=self.pad)
-        self.positions = nn.Embedding(max_len, dim)
-        layer = nn.TransformerEncoderLayer(dim, heads, 2 * dim, dropout=0.0, batch_first=True)
-        self.encoder = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
-        self.out = nn.Linear(dim, n_concepts)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            self.tokens = nn.Embedding(n_concepts + 2, dim, padding_idx=self.pad)
+            self.positions = nn.Embedding(max_len, dim)
+            layer = nn.TransformerEncoderLayer(dim, heads, 2 * dim, dropout=0.0, batch_first=True)
+            self.encoder = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+            self.out = nn.Linear(dim, n_concepts)
 
     def _pad(self, sentences: Sequence[Sequence[int]]) -> torch.Tensor:
         L = max(1, min(self.max_len, max((len(s) for s in sentences), default=1)))

@@ -124,7 +124,7 @@ def predict_with_rules(
     default: int = 0,
 ) -> np.ndarray:
     """Classes from hard rules alone on Boolean ``presence (n, C)``: the class with the largest summed
-    weight of firing rules; ``default`` where none fires."""
+    weight of firing rules (equal sums: the lower class); ``default`` where none fires."""
     presence = np.asarray(presence, dtype=bool)
     col = {c: i for i, c in enumerate(concepts)}
     score = np.zeros((len(presence), n_classes))
