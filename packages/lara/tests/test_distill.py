@@ -17,10 +17,18 @@ from lara.distill import (
     kernelize,
     perplexity,
 )
-from paper_common.lm import build_tokenizer, greedy_answer, load_lm, tiny_causal_lm, train_causal_lm
+from paper_common.lm import (
+    build_tokenizer,
+    greedy_answer,
+    load_lm,
+    next_token_logprobs,
+    tiny_causal_lm,
+    train_causal_lm,
+)
 
 PAIRS = [(f"Q: colour of {a} ? A:", f" {b}") for a, b in zip("abcdefgh", "rgbrgbry", strict=True)]
 TEXTS = [p + a for p, a in PAIRS]
+MARGIN = 1e-3  # nats: far above float32 rounding of a logit, far below a learned preference
 
 
 @pytest.fixture(scope="module")
@@ -99,12 +107,20 @@ def test_distill_lowers_the_kl_and_leaves_the_teacher_alone(teacher) -> None:
 
 
 def test_greedy_match_agrees_with_greedy_decoding(teacher) -> None:
+    """greedy_match reads right-padded logits, greedy_answer decodes left-padded prompts: the two
+    agree wherever the top answer token leads the runner-up by more than rounding (a near-tie may
+    flip between the two paddings or between CPUs), so only such items are compared."""
     model, tok = teacher
     prompts, answers = [p for p, _ in PAIRS], [a for _, a in PAIRS]
     match = greedy_match(model, tok, prompts, answers)
     decoded = greedy_answer(model, tok, prompts, max_new_tokens=1)
-    assert match.tolist() == [d == a.strip() for d, a in zip(decoded, answers, strict=True)]
-    assert match.mean() > 0.5  # the teacher learned most pairs
+    top2 = next_token_logprobs(model, tok, prompts).topk(2, dim=-1).values
+    clear = (top2[:, 0] - top2[:, 1] > MARGIN).numpy()
+    # measured: all 8 items lead by 4.5-5.6 nats, far above MARGIN
+    assert clear.sum() >= 6
+    agree = [d == a.strip() for d, a in zip(decoded, answers, strict=True)]
+    assert match[clear].tolist() == [a for a, c in zip(agree, clear, strict=True) if c]
+    assert match.mean() > 0.5  # the teacher learned most pairs (measured: all 8)
     with pytest.raises(ValueError, match="answers"):
         greedy_match(model, tok, prompts, answers[:2])
 

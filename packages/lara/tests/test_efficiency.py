@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import threading
 
 import pytest
@@ -9,6 +10,7 @@ import torch
 
 from lara import make_attention
 from lara.efficiency import (
+    _malloc_counter,
     _malloc_peak,
     crossovers,
     decoding_sweep,
@@ -19,14 +21,40 @@ from lara.efficiency import (
 )
 
 
+def _counter_sees_torch() -> bool:
+    """glibc's malloc counter exists and sees torch's CPU allocations (not so off glibc, or with
+    another allocator preloaded): the readings below are only meaningful then."""
+    counter = _malloc_counter()
+    if counter is None:
+        return False
+    before = counter()
+    x = torch.ones(1_000_000)  # 3.8 MiB
+    seen = counter() - before
+    del x
+    return seen >= 3 * 2**20
+
+
+needs_counter = pytest.mark.skipif(
+    not _counter_sees_torch(),
+    reason="glibc's mallinfo2 is unavailable or blind to torch's allocator: peaks would be RSS "
+    "samples, which reuse of freed pages can hide",
+)
+# Bounds: the lower ones are the sizes of tensors the code must hold (exact when the counter
+# works); the upper ones only separate the block's own allocation (3.8 MiB) from the 19 MiB freed
+# before it, with room for allocations by other threads (pytest-xdist's I/O thread).
+UPPER_MIB = 16
+
+
 @pytest.mark.slow  # flaky under pytest-xdist (saw 0 MiB once in CI); run with SLOW=1
+@needs_counter
 def test_memory_counter_sees_a_known_allocation() -> None:
     with _malloc_peak() as mem:
         x = torch.ones(1_000_000)  # 3.8 MiB
         del x
-    assert 3.5 <= mem.peak_mib < 8
+    assert 3.5 <= mem.peak_mib < UPPER_MIB
 
 
+@needs_counter
 def test_memory_counter_is_not_hidden_by_memory_freed_inside_the_block() -> None:
     held = torch.ones(5_000_000)  # 19 MiB allocated before the block
     with _malloc_peak() as mem:
@@ -34,9 +62,10 @@ def test_memory_counter_is_not_hidden_by_memory_freed_inside_the_block() -> None
         torch.zeros(1)  # any op reads the counter: the new low
         x = torch.ones(1_000_000)  # 3.8 MiB: below the start, but still the block's own peak
         del x
-    assert 3.5 <= mem.peak_mib < 8
+    assert 3.5 <= mem.peak_mib < UPPER_MIB
 
 
+@needs_counter
 def test_memory_counter_orders_the_sampler_against_the_dispatch_hook(monkeypatch) -> None:
     """The sampler reads the counter before a free and applies it after the hook's lower reading
     (forced here with events): without one reader at a time that stale reading is a false rise."""
@@ -65,9 +94,10 @@ def test_memory_counter_orders_the_sampler_against_the_dispatch_hook(monkeypatch
         torch.zeros(1)
         x = torch.ones(1_000_000)  # 3.8 MiB
         del x
-    assert 3.5 <= mem.peak_mib < 8
+    assert 3.5 <= mem.peak_mib < UPPER_MIB  # 19.07 MiB if the freed tensor counted as a rise
 
 
+@needs_counter
 def test_naive_softmax_memory_grows_quadratically_and_sdpa_does_not() -> None:
     naive = make_attention("softmax", 16, 2, form="quadratic")
     sdpa = make_attention("softmax", 16, 2)
@@ -75,7 +105,9 @@ def test_naive_softmax_memory_grows_quadratically_and_sdpa_does_not() -> None:
     # repeat=2: the larger of two sampled peaks (a single one read 0 MiB twice in CI runs)
     m_naive = [measure(naive, n, heads=2, head_dim=16, repeat=2)["peak_mib"] for n in (small, big)]
     m_sdpa = [measure(sdpa, n, heads=2, head_dim=16, repeat=2)["peak_mib"] for n in (small, big)]
-    # the 2 x n x n score matrix alone is 2 MiB at n = 512 and 32 MiB at n = 2048 (4x n: 16x memory)
+    # the 2 x n x n score matrix alone is 2 MiB at n = 512 and 32 MiB at n = 2048 (4x n: 16x memory;
+    # measured 4.5 and 72 MiB); 8 is the geometric middle of linear (4x) and quadratic (16x) growth;
+    # SDPA's fused kernel holds no score matrix (measured 0.8 MiB at n = 2048)
     assert m_naive[0] >= 2
     assert m_naive[1] >= 32
     assert m_naive[1] / m_naive[0] > 8
@@ -89,7 +121,9 @@ def test_sweep_rows_and_plots() -> None:
     assert [(r["method"], r["seq_len"]) for r in rows] == [
         ("softmax", 32), ("linear", 32), ("softmax", 64), ("linear", 64)
     ]  # fmt: skip
-    assert all(r["time_s"] > 0 and r["pass"] == "fwd+bwd" for r in rows)
+    # wall-clock: finite and not negative (a coarse clock may read 0 for a tiny run)
+    assert all(math.isfinite(r["time_s"]) and r["time_s"] >= 0 for r in rows)
+    assert all(r["pass"] == "fwd+bwd" for r in rows)
     fig = plot_efficiency(rows)
     assert len(fig.axes) == 2
     with pytest.raises(ValueError, match="seq_lens"):
