@@ -86,3 +86,32 @@ def test_scaling_interaction_shares_the_base_point():
     by = {(r["kind"], r["factor"]): r for r in rows}
     assert by[("alpha", 4)]["alpha"] == 64
     assert by[("lr", 4)]["lr"] == pytest.approx(4e-3)
+
+
+def test_best_on_grid_has_no_optimum_when_every_point_diverged():
+    x = np.geomspace(1, 1000, 4)
+    assert np.isnan(best_on_grid(x, np.full(4, np.inf)))  # was x[0]: the smallest alpha
+    assert np.isnan(best_on_grid(x, np.array([np.nan, np.inf, np.nan, np.inf])))
+    assert best_on_grid(x, np.array([np.inf, 3.0, 2.0, np.nan]), refine=False) == x[2]
+    assert best_on_grid(x, np.array([1.0, 1.0, 2.0, 3.0]), refine=False) == x[0]  # ties: smallest
+
+
+def test_fit_optimal_alpha_leaves_out_ranks_where_every_alpha_diverged():
+    rows = []
+    for r in (1, 4, 16, 64):
+        for s in range(2):
+            for a in (2.0**k for k in range(2, 12)):
+                loss = (np.log(a) - np.log(30 * r**0.5)) ** 2
+                if r == 64:
+                    loss = np.inf  # planted: every alpha diverged at rank 64
+                rows.append({"r": r, "alpha": a, "lr": 1e-4, "seed": s, "loss": loss})
+    res = SweepResult(rows)
+    assert np.isnan(res.optimal_alpha()[64])
+    fit = fit_optimal_alpha(res, n_boot=50)
+    assert fit.excluded == (64.0,)
+    assert fit.exponent == pytest.approx(0.5, abs=0.05)
+    assert fit.n_boot == 50
+    few = SweepResult([row for row in rows if row["r"] in (1, 64)])
+    empty = fit_optimal_alpha(few, n_boot=10)
+    assert not empty.defined
+    assert empty.excluded == (64.0,)

@@ -158,7 +158,13 @@ class SignalDrift:
 def signal_drift(
     delta: Mapping[str, torch.Tensor], reference: Mapping[str, torch.Tensor]
 ) -> SignalDrift:
-    """Signal, drift and their ratio of ``delta`` against ``reference`` (same keys and shapes)."""
+    """Signal, drift and their ratio of ``delta`` against ``reference`` (same keys and shapes).
+
+    Edge cases, explicit: a zero update has ratio and cosine NaN (0/0); an update orthogonal to
+    the reference has ratio ``inf``; an update with a non-finite entry (a diverged run) has drift
+    ratio ``+inf``, censored (it drifted past every finite value), norm ``inf`` and signal, drift
+    and cosine NaN. A non-finite reference raises ``ValueError``.
+    """
     if set(delta) != set(reference):
         raise ValueError(
             f"delta and reference cover different layers: {sorted(set(delta) ^ set(reference))}"
@@ -169,12 +175,16 @@ def signal_drift(
     keys = sorted(delta)
     u = torch.cat([delta[k].double().flatten() for k in keys])
     g = torch.cat([reference[k].double().flatten() for k in keys])
+    if not torch.isfinite(g).all():
+        raise ValueError("the reference direction has non-finite entries")
     g_norm = g.norm()
     if g_norm == 0:
         raise ValueError("the reference direction is zero")
+    if not torch.isfinite(u).all():
+        return SignalDrift(math.inf, math.nan, math.nan, math.inf, math.nan)
     norm = float(u.norm())
     signal = float(u @ g / g_norm)
-    drift = math.sqrt(max(norm**2 - signal**2, 0.0))
+    drift = math.sqrt(norm**2 - signal**2) if norm**2 > signal**2 else 0.0  # both finite here
     ratio = drift / abs(signal) if signal != 0 else math.inf if drift > 0 else math.nan
     cosine = signal / norm if norm > 0 else math.nan
     return SignalDrift(norm, signal, drift, ratio, cosine)

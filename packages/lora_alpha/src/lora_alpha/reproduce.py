@@ -147,11 +147,36 @@ def _references(task: Task, rank: int, steps: int, batch_size: int) -> dict[str,
     return {"full_ft": full, "gradient": grad}
 
 
+def _finite_or(x: float, fallback: float) -> float:
+    return x if math.isfinite(x) else fallback
+
+
 def _win(a: dict[str, Any], b: dict[str, Any]) -> bool:
-    """Does run ``a`` beat run ``b``: higher score, ties (within 1e-9) broken by lower loss."""
-    if abs(a["score"] - b["score"]) > 1e-9:
-        return a["score"] > b["score"]
-    return a["loss"] < b["loss"]
+    """Does run ``a`` beat run ``b``: a run that did not diverge beats one that did (two diverged
+    runs: neither); then higher score, ties (within 1e-9) broken by lower loss. A NaN score or
+    loss counts as the worst value, never as an unordered one."""
+    if bool(a.get("diverged")) != bool(b.get("diverged")):
+        return not a.get("diverged")
+    if a.get("diverged"):
+        return False
+    sa, sb = _finite_or(a["score"], -math.inf), _finite_or(b["score"], -math.inf)
+    if sa != sb and abs(sa - sb) > 1e-9:
+        return sa > sb
+    return _finite_or(a["loss"], math.inf) < _finite_or(b["loss"], math.inf)
+
+
+def _tuned(runs: list[Any]) -> Any:
+    """The learning-rate-tuned run: the one no other run beats (:func:`_win`); ties go to the
+    smallest learning rate, whatever order the grid was run in."""
+    rows = sorted(
+        ({"score": r.score, "loss": r.loss, "diverged": r.diverged, "run": r} for r in runs),
+        key=lambda x: x["run"].lr,
+    )
+    best = rows[0]
+    for row in rows[1:]:
+        if _win(row, best):
+            best = row
+    return best["run"]
 
 
 @pin_threads(torch=True)
@@ -223,7 +248,7 @@ def reproduce(
                 runs = [
                     finetune(task, m, r, lr, steps, cfg.batch_size, seed) for lr in cfg.compare_lrs
                 ]
-                tuned = max(runs, key=lambda x: (x.score, -x.loss))
+                tuned = _tuned(runs)
                 small = next((x.score for x in runs if x.lr == SMALL_LR), math.nan)
                 compare.append({"task": task.name, "r": r, "method": m.name, "lr": tuned.lr,
                                 "tuned": True, "loss": tuned.loss, "score": tuned.score,
@@ -284,6 +309,60 @@ def _pick(rows: list[dict[str, Any]], kind: str, k: float) -> dict[str, Any]:
     return next(r for r in rows if r["kind"] == kind and r["factor"] == k)
 
 
+def _drift_ratios(rows: list[dict[str, Any]], kmax: float) -> tuple[float, float, str | None]:
+    """Drift ratio at ``kmax`` over the shared base run (lr series at k=1), for the alpha and the lr
+    series of one task; with the reason when the base gives no scale (None when it does).
+
+    A diverged run has drift ratio ``+inf`` (:func:`~lora_alpha.signal_drift`): censored at the
+    top, so its ratio is ``+inf`` too. A base that is 0, infinite or NaN leaves both undefined.
+    """
+    base = _pick(rows, "lr", 1)["drift_ratio_full_ft"]
+    if not (math.isfinite(base) and base > 0):
+        return math.nan, math.nan, f"base drift ratio {base:g} at k=1"
+    a, l_ = _pick(rows, "alpha", kmax), _pick(rows, "lr", kmax)
+    return a["drift_ratio_full_ft"] / base, l_["drift_ratio_full_ft"] / base, None
+
+
+def _geomean(ratios: list[float]) -> float:
+    """Geometric mean of non-negative ratios, with the limits explicit (no log of 0 or inf): a
+    ``+inf`` (censored) makes it ``+inf``, a 0 makes it 0, both together or a NaN or negative
+    ratio leave it undefined (NaN)."""
+    x = np.asarray(ratios, dtype=float)
+    if len(x) == 0 or np.isnan(x).any() or (x < 0).any():
+        return math.nan
+    zero, inf = bool((x == 0).any()), bool(np.isinf(x).any())
+    if zero or inf:
+        return math.nan if zero and inf else (0.0 if zero else math.inf)
+    return float(np.exp(np.mean(np.log(x))))
+
+
+def _drift_claim(interaction: dict[str, list[dict[str, Any]]], kmax: float) -> Claim:
+    """The drift claim: the alpha series' drift ratio (k / k=1) within [0.8, 1.25] and below the lr
+    series', geometric mean over tasks. Not measured when a task's base ratio is 0 or not finite."""
+    alpha_ratio, lr_ratio, problems = [], [], []
+    for task, rows in interaction.items():
+        a, l_, why = _drift_ratios(rows, kmax)
+        alpha_ratio.append(a)
+        lr_ratio.append(l_)
+        if why is not None:
+            problems.append(f"{task}: {why}")
+    ga, gl = _geomean(alpha_ratio), _geomean(lr_ratio)
+    per_task = "per task alpha / lr: " + ", ".join(
+        f"{t} {a:.2f} / {b:.2f}" for t, a, b in zip(interaction, alpha_ratio, lr_ratio, strict=True)
+    )
+    statement = f"The drift ratio stays flat as alpha grows ({kmax:g}x) but rises as the learning rate grows"
+    metric = (
+        "drift ratio at k / at k=1 (full-FT reference, geometric mean over tasks): alpha series"
+    )
+    target = f"within [0.8, 1.25] and below the lr series ({gl:.2f})"
+    if problems or math.isnan(ga) or math.isnan(gl):
+        why = "; ".join(problems) or "a drift ratio is NaN (a zero update), or 0 and inf meet"
+        return Claim(statement, metric, None, target, False, f"not measured: {why}; {per_task}")
+    censored = " (inf: a diverged run, drift censored at +inf)" if math.inf in (ga, gl) else ""
+    return Claim(statement, metric, ga, target, bool(0.8 <= ga <= 1.25 and gl > ga),
+                 per_task + censored)  # fmt: skip
+
+
 def _claims(
     report: Report,
     fit: PowerLawFit,
@@ -294,40 +373,42 @@ def _claims(
     cfg: Scale,
 ) -> None:
     kmax = max(cfg.factors)
-    wins, detail, alpha_ratio, lr_ratio = [], [], [], []
+    wins, detail = [], []
     for task, rows in interaction.items():
         a, l_ = _pick(rows, "alpha", kmax), _pick(rows, "lr", kmax)
         wins.append(_win(a, l_))
-        detail.append(f"{task}: alpha {a['score']:.3f} vs lr {l_['score']:.3f}")
-        base = _pick(rows, "lr", 1)["drift_ratio_full_ft"]
-        alpha_ratio.append(a["drift_ratio_full_ft"] / base)
-        lr_ratio.append(l_["drift_ratio_full_ft"] / base)
+        detail.append(
+            f"{task}: alpha {a['score']:.3f}{' (diverged)' if a.get('diverged') else ''}"
+            f" vs lr {l_['score']:.3f}{' (diverged)' if l_.get('diverged') else ''}"
+        )
     report.add_claim(Claim.threshold(
         f"At lr {SMALL_LR:g}, raising alpha by {kmax:g}x beats raising the learning rate by {kmax:g}x",
-        "share of tasks where alpha x k scores higher (ties: lower loss)",
+        "share of tasks where alpha x k scores higher (ties: lower loss; a diverged run never wins)",
         float(np.mean(wins)), ">=", 1.0, "; ".join(detail),
     ))  # fmt: skip
-    ga, gl = float(np.exp(np.mean(np.log(alpha_ratio)))), float(np.exp(np.mean(np.log(lr_ratio))))
-    report.add_claim(Claim(
-        f"The drift ratio stays flat as alpha grows ({kmax:g}x) but rises as the learning rate grows",
-        "drift ratio at k / at k=1 (full-FT reference, geometric mean over tasks): alpha series",
-        ga, f"within [0.8, 1.25] and below the lr series ({gl:.2f})",
-        bool(0.8 <= ga <= 1.25 and gl > ga),
-        "per task alpha / lr: " + ", ".join(f"{t} {a:.2f} / {b:.2f}" for t, a, b in
-                                          zip(interaction, alpha_ratio, lr_ratio, strict=True)),
-    ))  # fmt: skip
+    report.add_claim(_drift_claim(interaction, kmax))
+    fit_note = (
+        f"b = {fit.exponent:.3f}, 95% CI [{fit.exponent_ci[0]:.3f}, {fit.exponent_ci[1]:.3f}] "
+        f"(bootstrap over seeds), c = {fit.coefficient:.1f}, R^2 = {fit.r2:.2f}"
+        + (f"; ranks left out (every alpha diverged): {', '.join(f'{r:g}' for r in fit.excluded)}"
+           if fit.excluded else "")
+    )  # fmt: skip
     report.add_claim(Claim.threshold(
         "The optimal alpha grows like sqrt(r): fitted exponent b of alpha* = c r^b",
-        "|b - 0.5| (regression task, lr 1e-4)", abs(fit.exponent - 0.5), "<=", 0.15,
-        f"b = {fit.exponent:.3f}, 95% CI [{fit.exponent_ci[0]:.3f}, {fit.exponent_ci[1]:.3f}] "
-        f"(bootstrap over seeds), c = {fit.coefficient:.1f}, R^2 = {fit.r2:.2f}",
+        "|b - 0.5| (regression task, lr 1e-4)",
+        abs(fit.exponent - 0.5) if fit.defined else None, "<=", 0.15,
+        ("" if fit.defined else "not measured: fewer than two ranks have an optimal alpha; ")
+        + fit_note,
     ))  # fmt: skip
-    ratio = min(a / max(16, 2 * r) for r, a in best.items())
+    no_optimum = [r for r, a in best.items() if not math.isfinite(a)]
+    ratio = None if no_optimum else float(min(a / max(16, 2 * r) for r, a in best.items()))
     report.add_claim(Claim.threshold(
         "The optimal alpha is larger than the heuristics alpha=16 and alpha=2r imply, at every rank",
         "min over ranks of alpha* / max(16, 2r)", ratio, ">", 1.0,
-        f"fitted c = {fit.coefficient:.1f} (CI {fit.coefficient_ci[0]:.1f}-{fit.coefficient_ci[1]:.1f}); "
-        f"alpha=2r is c = 2 sqrt(r), alpha=16 is c = 16/sqrt(r)",
+        (f"not measured: every alpha diverged at rank {', '.join(map(str, no_optimum))}; "
+         if no_optimum else "")
+        + f"fitted c = {fit.coefficient:.1f} (CI {fit.coefficient_ci[0]:.1f}-"
+        f"{fit.coefficient_ci[1]:.1f}); alpha=2r is c = 2 sqrt(r), alpha=16 is c = 16/sqrt(r)",
     ))  # fmt: skip
     cells, notes = [], []
     for task in sorted({r["task"] for r in compare}):
@@ -339,7 +420,8 @@ def _claims(
                 for c in rows
                 if c["tuned"] and c["method"].split(" ")[0] in ("standard", "rsLoRA")
             ]
-            top = max(c["score"] for c in rivals)
+            # scores are finite (a diverged run scores 0); NaN would still count as the worst
+            top = float(np.max([_finite_or(c["score"], -math.inf) for c in rivals]))
             ok = ours["score"] >= top - 0.02
             if task in held_out:
                 cells.append(ok)
@@ -361,7 +443,8 @@ def _plot_law(res: SweepResult, best: dict[int, float], fit: PowerLawFit) -> Any
     for r in sorted(best):
         alphas = sorted(a for rr, a, _ in means if rr == r)
         ax1.plot(alphas, [means[(r, a, SMALL_LR)] for a in alphas], marker="o", label=f"r={r}")
-        ax1.axvline(best[r], color=ax1.lines[-1].get_color(), ls=":", lw=1)
+        if math.isfinite(best[r]):  # NaN: every alpha diverged at this rank
+            ax1.axvline(best[r], color=ax1.lines[-1].get_color(), ls=":", lw=1)
     ax1.set(xscale="log", yscale="log", xlabel="alpha (scale alpha/r)", ylabel="test MSE",
             title=f"regression, lr {SMALL_LR:g}")  # fmt: skip
     ax1.legend(fontsize=8)

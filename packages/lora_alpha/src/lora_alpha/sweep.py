@@ -100,10 +100,17 @@ def _optimal_alpha(
 
 def best_on_grid(x: np.ndarray, y: np.ndarray, refine: bool = True) -> float:
     """The ``x`` minimising ``y`` on a log-spaced grid; with ``refine``, the vertex of the parabola
-    in ``log x`` through the best point and its two neighbours (kept inside them)."""
+    in ``log x`` through the best point and its two neighbours (kept inside them).
+
+    Non-finite ``y`` (a diverged run) never wins; exact ties go to the smallest ``x``. NaN when no
+    ``y`` is finite: every point diverged, so the grid has no optimum (not its first point).
+    """
     x = np.asarray(x, dtype=float)
-    y = np.where(np.isfinite(y), np.asarray(y, dtype=float), np.inf)
-    i = int(np.argmin(y))
+    y = np.asarray(y, dtype=float)
+    if not np.isfinite(y).any():
+        return math.nan
+    y = np.where(np.isfinite(y), y, np.inf)
+    i = int(np.argmin(y))  # the first of equal minima
     if not refine or i == 0 or i == len(x) - 1 or not np.isfinite(y[i - 1 : i + 2]).all():
         return float(x[i])
     lx = np.log(x[i - 1 : i + 2])
@@ -115,7 +122,11 @@ def best_on_grid(x: np.ndarray, y: np.ndarray, refine: bool = True) -> float:
 
 @dataclass(frozen=True)
 class PowerLawFit:
-    """``y = coefficient * x**exponent`` with bootstrap confidence intervals."""
+    """``y = coefficient * x**exponent`` with bootstrap confidence intervals.
+
+    ``excluded``: the ``x`` left out of the fit because they have no ``y`` (for the optimal alpha:
+    ranks where every alpha diverged). With fewer than two ``x`` left every number is NaN.
+    """
 
     exponent: float
     coefficient: float
@@ -123,6 +134,11 @@ class PowerLawFit:
     coefficient_ci: tuple[float, float]
     r2: float
     n_boot: int
+    excluded: tuple[float, ...] = ()
+
+    @property
+    def defined(self) -> bool:
+        return math.isfinite(self.exponent) and math.isfinite(self.coefficient)
 
     def predict(self, x: Any) -> np.ndarray:
         return self.coefficient * np.asarray(x, dtype=float) ** self.exponent
@@ -156,17 +172,27 @@ def fit_power_law(
     return _with_ci(b, c, r2, np.array(boots), ci)
 
 
-def _with_ci(b: float, c: float, r2: float, boots: np.ndarray, ci: float) -> PowerLawFit:
+def _with_ci(
+    b: float, c: float, r2: float, boots: np.ndarray, ci: float, excluded: tuple[float, ...] = ()
+) -> PowerLawFit:
     if not 0 < ci < 1:
         raise ValueError(f"ci must be in (0, 1); got {ci}")
     if len(boots) == 0:
-        return PowerLawFit(b, c, (b, b), (c, c), r2, 0)
+        return PowerLawFit(b, c, (b, b), (c, c), r2, 0, excluded)
     lo, hi = 100 * (1 - ci) / 2, 100 * (1 + ci) / 2
     eb = np.percentile(boots[:, 0], [lo, hi])
     ec = np.percentile(boots[:, 1], [lo, hi])
     return PowerLawFit(
-        b, c, (float(eb[0]), float(eb[1])), (float(ec[0]), float(ec[1])), r2, len(boots)
+        b, c, (float(eb[0]), float(eb[1])), (float(ec[0]), float(ec[1])), r2, len(boots), excluded
     )
+
+
+def _fit_defined(best: Mapping[int, float]) -> tuple[float, float, float] | None:
+    """``_loglog`` over the ranks with a finite optimum; None with fewer than two of them."""
+    ranks = np.array([r for r in sorted(best) if math.isfinite(best[r])], dtype=float)
+    if len(ranks) < 2:
+        return None
+    return _loglog(ranks, np.array([best[int(r)] for r in ranks]))
 
 
 def fit_optimal_alpha(
@@ -177,12 +203,21 @@ def fit_optimal_alpha(
     ci: float = 0.95,
     seed: int = 0,
 ) -> PowerLawFit:
-    """Fit ``alpha*(r) = c * r**b`` to the sweep's best alpha per rank; CI by resampling seeds."""
+    """Fit ``alpha*(r) = c * r**b`` to the sweep's best alpha per rank; CI by resampling seeds.
+
+    A rank where every alpha diverged has no optimum: it is left out of the fit and listed in
+    ``excluded`` (likewise in each bootstrap resample; a resample with fewer than two ranks left
+    is dropped). With fewer than two ranks left the fit is NaN.
+    """
     best = result.optimal_alpha(metric, lr)
     if len(best) < 2:
         raise ValueError("fitting alpha* vs rank needs a sweep over at least two ranks")
-    ranks = np.array(sorted(best), dtype=float)
-    b, c, r2 = _loglog(ranks, np.array([best[int(r)] for r in ranks]))
+    excluded = tuple(float(r) for r in sorted(best) if not math.isfinite(best[r]))
+    point = _fit_defined(best)
+    if point is None:
+        nan = math.nan
+        return PowerLawFit(nan, nan, (nan, nan), (nan, nan), nan, 0, excluded)
+    b, c, r2 = point
     seeds = result.values("seed")
     rng = np.random.default_rng(seed)
     boots = []
@@ -195,9 +230,10 @@ def fit_optimal_alpha(
             rows = [
                 {**row, "seed": (j, row["seed"])} for j, s in enumerate(draw) for row in by_seed[s]
             ]
-            bb = _optimal_alpha(rows, metric, lr, True)
-            boots.append(_loglog(ranks, np.array([bb[int(r)] for r in ranks]))[:2])
-    return _with_ci(b, c, r2, np.array(boots), ci)
+            fit = _fit_defined(_optimal_alpha(rows, metric, lr, True))
+            if fit is not None:
+                boots.append(fit[:2])
+    return _with_ci(b, c, r2, np.array(boots), ci, excluded)
 
 
 def sweep(

@@ -60,6 +60,11 @@ class RunResult:
         return out
 
 
+def diverged_metrics(metrics: Mapping[str, float]) -> dict[str, float]:
+    """The metrics a diverged run reports: loss ``inf``, score 0, every other metric NaN."""
+    return {**dict.fromkeys(metrics, math.nan), "loss": math.inf, "score": 0.0}
+
+
 def finetune(
     task: Task,
     method: Method,
@@ -77,8 +82,10 @@ def finetune(
     """Fine-tune ``task.base_model()`` with LoRA adapters of rank ``r`` scaled by ``method``.
 
     Adapters are initialised with ``seed`` (peft's default: A Kaiming-uniform, B zero); batches
-    follow ``seed`` too. A run whose loss turns non-finite stops early and is marked ``diverged``
-    (its metrics are the evaluation at that point, loss ``inf`` if that is non-finite).
+    follow ``seed`` too. A run whose training loss turns non-finite stops early and is marked
+    ``diverged``, as is one whose final evaluation loss is non-finite. A diverged run counts as
+    loss ``inf`` and score 0 (the rule :meth:`~lora_alpha.SweepResult.mean` documents); its other
+    metrics are NaN (not measured: a model with non-finite weights answers at random).
 
     ``diagnostics=True`` records Signal-Drift every ``diagnostics_every`` steps against
     ``reference`` (default: the full-fine-tuning gradient of ``task.reference_batch()``); pass a
@@ -120,7 +127,8 @@ def finetune(
     metrics = task.evaluate(model)
     if not math.isfinite(metrics["loss"]):
         diverged = True
-        metrics["loss"] = math.inf
+    if diverged:
+        metrics = diverged_metrics(metrics)
     return RunResult(
         method=method.name,
         r=r,
