@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -49,7 +50,10 @@ def evaluate_policy(
     Returns ``pass@k`` for each ``k``; ``distinct_valid`` (mean number of different valid solutions
     per problem); ``token_entropy`` (mean next-token entropy along the samples); the Monte Carlo
     ``sequence_entropy``, ``effective_entropy``, ``valid_mass`` and ``invalid_entropy_share`` of
-    :func:`vepo.entropy.estimate_entropies` averaged over problems.
+    :func:`vepo.entropy.estimate_entropies` averaged over problems, and ``sequence_entropy_se``,
+    the Monte Carlo standard error of ``sequence_entropy`` (the standard deviation of ``-log pi(y)``
+    over all samples over the square root of their number; NaN for a single sample). The share is
+    NaN when the sequence entropy is 0 (a collapsed policy: every sample has probability 1).
     """
     from paper_common.lm import sample
 
@@ -66,15 +70,28 @@ def evaluate_policy(
     res["distinct_valid"] = float(
         np.mean([distinct_valid(t, p) for p, t in zip(problems, out.texts, strict=True)])
     )
-    stats = []
+    stats, nll = [], []
     for i in range(len(problems)):
-        logp = torch.stack([lp.double().sum() for lp in out.logprobs[i]])
-        stats.append(estimate_entropies(logp.clamp(max=0), torch.as_tensor(correct[i])))
+        logp = torch.stack([lp.double().sum() for lp in out.logprobs[i]]).clamp(max=0)
+        stats.append(estimate_entropies(logp, torch.as_tensor(correct[i])))
+        nll.append(-logp)
     for key in ("sequence_entropy", "effective_entropy", "valid_mass"):
         res[key] = float(np.mean([s[key] for s in stats]))
-    res["invalid_entropy_share"] = 1 - res["effective_entropy"] / res["sequence_entropy"]
+    res["invalid_entropy_share"] = invalid_share(res["effective_entropy"], res["sequence_entropy"])
+    all_nll = torch.cat(nll)
+    res["sequence_entropy_se"] = (
+        float(all_nll.std() / len(all_nll) ** 0.5) if len(all_nll) > 1 else math.nan
+    )
     res["token_entropy"] = _token_entropy(model, tok, problems, out)
     return res
+
+
+def invalid_share(effective_entropy: float, sequence_entropy: float) -> float:
+    """``1 - H_eff / H``: the share of the entropy on invalid trajectories; NaN when ``H`` is 0
+    (a collapsed policy has no entropy to share out)."""
+    if not sequence_entropy > 0:
+        return math.nan
+    return 1 - effective_entropy / sequence_entropy
 
 
 def _token_entropy(model: Any, tok: Any, problems: Sequence[Problem], out: Any) -> float:
@@ -96,4 +113,4 @@ def _token_entropy(model: Any, tok: Any, problems: Sequence[Problem], out: Any) 
         mask = m[:, len(prompt) :].to(device).float()
         total += float((ent * mask).sum())
         count += int(mask.sum())
-    return total / max(count, 1)
+    return total / count if count else math.nan  # no generated token: nothing measured
