@@ -86,6 +86,29 @@ def test_correspondence_is_one_for_identical_and_chance_for_shuffled():
     assert 0.05 < chance < 0.2
 
 
+def test_correspondence_ties_count_as_a_random_tie_break():
+    """Planted: view B collapsed (every token the same), so every patch of B is a nearest
+    neighbour. The hit is the share of them within tol: exactly chance, not whatever argmax's
+    first index (cell (0, 0), two patches from every target of this shift) happens to give."""
+    torch.manual_seed(0)
+    feats = torch.randn(3, 64, 16)
+    pair = view_pair(torch.zeros(1, 3, 32, 32), "shift", 8, 4)
+    collapsed = torch.randn(16).expand(3, 64, 16)
+    hits = correspondence_scores(feats, collapsed, pair.target, pair.valid, (8, 8))
+    chance = chance_within(pair.target, pair.valid, (8, 8))
+    assert hits.mean().item() == pytest.approx(chance)
+    assert hits.mean().item() > 0  # argmax's first index scored 0 here
+    # two cells equal up to float32 rounding are both nearest: half a hit when one is in reach
+    fb = torch.randn(1, 64, 16)
+    t = pair.target[pair.valid][0].round().long()  # patch 0 of A lands on cell t of B
+    fb[0, int(t[0]) * 8 + int(t[1])] = feats[0, pair.valid][0]
+    fb[0, 63] = feats[0, pair.valid][0] * (1 + 1e-7)  # a far cell with the same token
+    one = correspondence_scores(feats[:1], fb, pair.target, pair.valid, (8, 8))
+    assert one[0, 0].item() == pytest.approx(0.5)
+    nan = correspondence_scores(feats[:1] * torch.nan, fb, pair.target, pair.valid, (8, 8))
+    assert torch.isnan(nan).all()  # no neighbour is defined
+
+
 def test_correspondence_on_a_model_and_bad_input():
     vit = build_vit(TINY)
     c = correspondence_accuracy(vit, torch.rand(4, 3, 32, 32), "shift", 8)

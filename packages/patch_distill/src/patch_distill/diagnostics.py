@@ -15,6 +15,7 @@ Every function takes tokens: ``cls`` ``(n, dim)`` and/or ``patches`` ``(n, n_pat
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -107,11 +108,21 @@ def local_evidence_r2(
     return float(r2_score(yf, pred, multioutput="variance_weighted"))
 
 
+TIE_TOL = 1e-5  # cosine similarities this close are equal at float32 precision (~100 ulps at 1)
+
+
 def correspondence_scores(
     feats_a: torch.Tensor, feats_b: torch.Tensor, target: torch.Tensor, valid: torch.Tensor,
     grid: tuple[int, int], tol: float = 1.0,
 ) -> torch.Tensor:  # fmt: skip
-    """Per-patch hits ``(n, n_valid)``: is the cosine nearest neighbour in B within ``tol`` of target?"""
+    """Per-patch hits ``(n, n_valid)``: is the cosine nearest neighbour in B within ``tol`` of target?
+
+    Ties are explicit: every patch of B whose similarity is within ``TIE_TOL`` of the best (equal
+    up to float32 rounding, e.g. duplicated or collapsed tokens) is a nearest neighbour, and the
+    hit is the share of them within ``tol``: the expected hit of a uniformly random tie-break, not
+    whichever index ``argmax`` meets first. Without ties it is 1.0 or 0.0 (float). A non-finite
+    token gives NaN (no neighbour is defined).
+    """
     if feats_a.shape != feats_b.shape or feats_a.dim() != 3:
         raise ValueError(
             f"feats_a and feats_b must both be (n, P, D); got {feats_a.shape}, {feats_b.shape}"
@@ -120,9 +131,14 @@ def correspondence_scores(
         raise ValueError("target must be (P, 2) with P = rows * cols of the grid")
     a = F.normalize(feats_a.float(), dim=-1)[:, valid]
     b = F.normalize(feats_b.float(), dim=-1)
-    nn_idx = torch.einsum("npd,nqd->npq", a, b).argmax(-1)  # (n, n_valid)
-    pred = torch.stack([nn_idx // grid[1], nn_idx % grid[1]], -1)
-    return chebyshev_hits(pred, target[valid][None], tol)
+    sims = torch.einsum("npd,nqd->npq", a, b)  # (n, n_valid, P)
+    tied = sims >= sims.amax(-1, keepdim=True) - TIE_TOL  # the nearest neighbours; none if NaN
+    q = torch.arange(sims.shape[-1], device=sims.device)
+    cells = torch.stack([q // grid[1], q % grid[1]], -1)  # (P, 2)
+    within = chebyshev_hits(cells[None, None], target[valid][None, :, None], tol)  # (1, n_valid, P)
+    n_tied = tied.sum(-1)
+    hits = (tied & within).sum(-1).float() / n_tied.clamp(min=1)
+    return torch.where(n_tied > 0, hits, torch.full_like(hits, math.nan))
 
 
 @dataclass(frozen=True)

@@ -12,11 +12,12 @@ from __future__ import annotations
 import math
 import os
 import time
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from scipy.stats import spearmanr
+from scipy.stats import ConstantInputWarning, spearmanr
 
 from paper_common import (
     Claim,
@@ -28,6 +29,7 @@ from paper_common import (
     pin_threads,
     write_report,
 )
+from paper_common.device import pinned_threads
 
 from .config import PretrainConfig
 from .data import ImageSet, SyntheticShapes, view_pair
@@ -90,14 +92,21 @@ def _datasets(cfg: Scale, seed: int) -> dict[str, tuple[ImageSet, ImageSet, Imag
 
 
 def _job(args: tuple[Any, ...]) -> dict[str, Any]:
-    """Pretrain one configuration and run every diagnostic (one worker process)."""
+    """Pretrain one configuration and run every diagnostic (one worker process).
+
+    Always one torch and one BLAS thread (the scikit-learn probes run on BLAS), in a worker or in
+    this process alike, so the row does not depend on ``workers``."""
+    with pinned_threads(1, torch=True):
+        return _run_job(args)
+
+
+def _run_job(args: tuple[Any, ...]) -> dict[str, Any]:
     import torch
 
     from .diagnostics import evaluate
     from .models import build_vit, encode_tokens
     from .train import pretrain
 
-    torch.set_num_threads(1)
     vit_name, vit, method, lam, seed, cfg, data_name = args
     pre, probe, test = _datasets(cfg, seed)[data_name]
     t0 = time.perf_counter()
@@ -242,6 +251,42 @@ def _theory(steps: int, seed: int) -> list[dict[str, Any]]:
     return rows
 
 
+def _falls_claim(
+    runs: list[dict[str, Any]],
+    mean: dict[tuple[str, str, str, float], dict[str, Any]],
+    groups: list[tuple[str, str, str]],
+    metric: str,
+    what: str,
+    cfg: Scale,
+) -> Claim:
+    """``metric`` falls as lambda grows in every (dataset, scale, objective) group: the largest
+    Spearman rho(lambda, metric) over the groups' runs is < 0. A group where rho is undefined (the
+    metric, or lambda, constant over its runs) cannot show a fall: the claim is then not measured,
+    whatever the other groups say, and the note names the group."""
+    rhos = {}
+    for d, v, o in groups:
+        rs = [r for r in runs if (r["dataset"], r["vit"], r["method"]) == (d, v, o)]
+        with warnings.catch_warnings():  # a constant input gives NaN: handled below
+            warnings.simplefilter("ignore", ConstantInputWarning)
+            rho = spearmanr([r["lambda"] for r in rs], [r[metric] for r in rs]).statistic
+        rhos[(d, v, o)] = float(rho)
+    undefined = [f"{o}/{v}" for (_, v, o), x in rhos.items() if math.isnan(x)]
+    note = (
+        "; ".join(f"{o}/{v}: rho = {x:+.2f}" for (_, v, o), x in rhos.items()) + "; means: "
+        + "; ".join(f"{o} " + "/".join(f"{mean[(d, v, o, lam)][metric]:.3f}" for lam in cfg.lambdas)
+                    for d, v, o in groups)
+    )  # fmt: skip
+    if undefined:
+        note = (f"not measured: Spearman rho undefined (constant {metric} or lambda) for "
+                f"{', '.join(undefined)}; {note}")  # fmt: skip
+    return Claim.threshold(
+        f"{what} falls as lambda grows, for every base objective and scale",
+        f"max over objective and scale of Spearman rho(lambda, {metric}) over "
+        f"{len(cfg.lambdas)} lambdas x {len(cfg.seeds)} seeds",
+        None if undefined else max(rhos.values()), "<", 0.0, note,
+    )  # fmt: skip
+
+
 def _claims(report: Report, runs: list[dict[str, Any]], summary: list[dict[str, Any]],
             theory: list[dict[str, Any]], cfg: Scale) -> None:  # fmt: skip
     mean = {(r["dataset"], r["vit"], r["method"], r["lambda"]): r for r in summary}
@@ -252,56 +297,50 @@ def _claims(report: Report, runs: list[dict[str, Any]], summary: list[dict[str, 
     # 1. semantic probe with lambda > 0 at least that of lambda = 0
     diffs = {(d, v, o, lam): mean[(d, v, o, lam)]["linear"] - mean[(d, v, o, 0.0)]["linear"]
              for d, v, o in groups for lam in pos}  # fmt: skip
-    worst = min(diffs, key=diffs.get)  # type: ignore[arg-type]
+    # NaN (a probe that was not measured) is reported, never dropped or ranked by min()'s order
+    nan_diffs = [f"{o}/{v} λ={lam:g}" for (_, v, o, lam), x in diffs.items() if math.isnan(x)]
     report.add_claim(Claim.threshold(
         "with the patch objective (lambda > 0) the linear-probe accuracy (CLS) is at least that of lambda = 0, "
         "for every base objective and model scale",
         f"min over objective, scale, lambda > 0 of acc(lambda) - acc(0), mean of {n} seeds",
-        diffs[worst], ">=", 0.0,
-        "; ".join(f"{o}/{v} λ={lam:g}: {x:+.3f}" for (_, v, o, lam), x in diffs.items())
+        None if nan_diffs else min(diffs.values()), ">=", 0.0,
+        (f"not measured: probe accuracy NaN for {', '.join(nan_diffs)}; " if nan_diffs else "")
+        + "; ".join(f"{o}/{v} λ={lam:g}: {x:+.3f}" for (_, v, o, lam), x in diffs.items())
         + " (k-NN: " + ", ".join(f"{o} λ={lam:g} {mean[(d, v, o, lam)]['knn'] - mean[(d, v, o, 0.0)]['knn']:+.3f}"
                                   for d, v, o in groups for lam in pos) + ")",
     ))  # fmt: skip
     # 2./3. local evidence and correspondence fall with lambda (Spearman over the sweep, all seeds)
     for metric, what in (("r2_code", "local-evidence R^2 of the patch's own texture code"),
                          ("corr_mean", "correspondence accuracy (mean of shift / zoom / flip)")):  # fmt: skip
-        rhos = {}
-        for d, v, o in groups:
-            rs = [r for r in runs if (r["dataset"], r["vit"], r["method"]) == (d, v, o)]
-            rho = spearmanr([r["lambda"] for r in rs], [r[metric] for r in rs]).statistic
-            rhos[(d, v, o)] = float(rho)
-        report.add_claim(Claim.threshold(
-            f"{what} falls as lambda grows, for every base objective and scale",
-            f"max over objective and scale of Spearman rho(lambda, {metric}) over {len(cfg.lambdas)} lambdas x {n} seeds",
-            max(rhos.values()), "<", 0.0,
-            "; ".join(f"{o}/{v}: rho = {x:+.2f}" for (_, v, o), x in rhos.items()) + "; means: "
-            + "; ".join(f"{o} " + "/".join(f"{mean[(d, v, o, lam)][metric]:.3f}" for lam in cfg.lambdas)
-                        for d, v, o in groups),
-        ))  # fmt: skip
+        report.add_claim(_falls_claim(runs, mean, groups, metric, what, cfg))
     # 4. MAE keeps more local evidence than every lambda > 0 model
     margins = []
     for d, v in sorted({(g[0], g[1]) for g in groups}):
         mae = mean[(d, v, "mae", 0.0)]["r2_code"]
-        best = max(
-            mean[(d, v, o, lam)]["r2_code"]
-            for dd, vv, o in groups
-            if (dd, vv) == (d, v)
-            for lam in pos
-        )
+        vals = np.array(
+            [mean[(d, v, o, lam)]["r2_code"] for dd, vv, o in groups if (dd, vv) == (d, v) for lam in pos]
+        )  # fmt: skip
+        best = math.nan if np.isnan(vals).any() else float(vals.max())  # NaN stays NaN, not dropped
         margins.append((mae - best, mae, best))
-    m = min(margins)
+    # a NaN R^2 leaves the claim not measured (builtin min/max would rank it by position)
+    undefined = any(math.isnan(x[0]) for x in margins)
+    m = min(margins) if not undefined else (math.nan, math.nan, math.nan)
     report.add_claim(Claim.threshold(
         "MAE keeps more local evidence (texture-code R^2) than every lambda > 0 model",
-        "MAE R^2 - best lambda > 0 R^2 (mean of seeds; min over scales)", m[0], ">", 0.0,
-        f"MAE {m[1]:.3f}, best λ>0 model {m[2]:.3f}; random-init ViT "
+        "MAE R^2 - best lambda > 0 R^2 (mean of seeds; min over scales)",
+        None if undefined else m[0], ">", 0.0,
+        ("not measured: a texture-code R^2 is NaN; " if undefined else "")
+        + f"MAE {m[1]:.3f}, best λ>0 model {m[2]:.3f}; random-init ViT "
         + ", ".join(f"{mean[(d, v, 'random', 0.0)]['r2_code']:.3f}" for d, v in sorted({(g[0], g[1]) for g in groups})),
     ))  # fmt: skip
     # 5. theory
-    err = max(r["rel_error"] for r in theory)
+    errs = np.array([r["rel_error"] for r in theory], dtype=float)
+    err = None if np.isnan(errs).any() else float(errs.max())  # NaN: a fit that diverged
     report.add_claim(Claim.threshold(
         "the population model's measured loss floor, retained variance and averaged-out part match the closed form",
         "max relative error over Gaussian / discrete x masked / visible quantities", err, "<", 0.05,
-        "; ".join(f"{r['model']} {r['view']} {r['quantity']}: {r['measured']:.3f} vs {r['closed_form']:.3f}"
+        ("not measured: a fitted quantity is NaN; " if err is None else "")
+        + "; ".join(f"{r['model']} {r['view']} {r['quantity']}: {r['measured']:.3f} vs {r['closed_form']:.3f}"
                   for r in theory),
     ))  # fmt: skip
 
