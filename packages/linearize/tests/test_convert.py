@@ -16,11 +16,13 @@ from linearize.convert import (
     linearize,
     students,
     transfer,
+    transfer_diverged,
 )
-from linearize.evaluate import task_scores
+from linearize.evaluate import fact_accuracy, task_scores
 from linearize.student import LinearizeConfig
 from linearize.tasks import make_task
-from linearize.teachers import TeacherSpec, recall_teacher
+from linearize.teachers import TeacherSpec, recall_teacher, teacher_cache_key
+from paper_common.device import pinned_threads
 
 TEXTS = make_task("mqar", 24, 8, seed=3).texts + make_task("copy", 24, 8, seed=4).texts
 
@@ -65,6 +67,39 @@ def test_transfer_trains_students_only_and_is_deterministic(teacher) -> None:
         assert torch.equal(v, before[k])  # the teacher itself is untouched
 
 
+def test_transfer_stops_on_a_non_finite_loss(teacher) -> None:
+    """Planted: NaN teacher outputs. The transfer stops before the update (students keep their
+    weights) and flags the run with a NaN loss, instead of training on NaN."""
+    model, tok = teacher
+    data = capture(model, tok, TEXTS[:8])
+    for batch in data.batches:
+        for r in batch:
+            r["out"] = torch.full_like(r["out"], float("nan"))
+    student = linearize(model, LinearizeConfig(update="delta", conv=True))
+    before = copy.deepcopy(student.state_dict())
+    losses = transfer(student, data, TransferConfig(steps=5, progress=False))
+    assert len(losses) == 1
+    assert transfer_diverged(losses)
+    for key, value in student.state_dict().items():
+        assert torch.equal(value, before[key])
+    assert not transfer_diverged([0.5, 0.4])
+
+
+def test_a_nan_model_answers_nothing(teacher) -> None:
+    """Planted: every weight NaN. answer_rank puts a NaN answer first (no candidate compares
+    higher), so the model used to score every fact right; now every item is wrong."""
+    model, tok = teacher
+    broken = copy.deepcopy(model)
+    with torch.no_grad():
+        for p in broken.parameters():
+            p.fill_(float("nan"))
+    words = make_task("mqar", 4, 8, seed=1).texts[0].split()
+    prompts = [" ".join(words[:4])] * 2
+    answers, cands = [words[4], words[5]], [[words[6], words[7]]] * 2
+    assert fact_accuracy(broken, tok, prompts, answers, cands) == 0.0
+    assert task_scores(broken, tok, make_task("mqar", 8, 8, seed=11)).accuracy == 0.0
+
+
 def test_students_save_with_the_model_and_load_back(teacher, tmp_path) -> None:
     model, tok = teacher
     student = linearize(model, LinearizeConfig(update="delta", conv=True))
@@ -107,6 +142,26 @@ def test_teacher_cache_round_trips_through_from_pretrained(tmp_path, monkeypatch
     with torch.no_grad():
         torch.testing.assert_close(a(**enc).logits, b(**enc).logits)
     assert b.teacher_info["spec"]["d_model"] == 16
+
+
+def test_warm_up_and_jobs_share_one_cached_teacher(tmp_path, monkeypatch) -> None:
+    """The teacher cache is keyed by the thread count: the warm-up trains it with the jobs' count,
+    so a job loads it (one cached teacher), whatever the caller's threads were."""
+    from linearize import reproduce as rep
+
+    monkeypatch.setenv("PAPER_CACHE_DIR", str(tmp_path))
+    spec = TeacherSpec(
+        d_model=16, n_heads=2, n_kv_heads=1, length=8, n_train=60, steps=3, batch_size=4
+    )
+    with pinned_threads(2, torch=True):  # the parent's pin at the quick scale
+        rep._warm_teacher(({"teacher": spec}, "llama"))
+    with pinned_threads(rep.JOB_THREADS, torch=True):  # what a recall job does
+        recall_teacher(spec, progress=False)
+    assert len(list((tmp_path / "linearize").glob("llama-*/teacher.json"))) == 1
+    # the key covers the recipe version and the training data, not only the spec
+    key = teacher_cache_key(spec)
+    monkeypatch.setattr("linearize.teachers.TEACHER_VERSION", 2)
+    assert teacher_cache_key(spec) != key
 
 
 def test_bad_input_is_named(teacher) -> None:

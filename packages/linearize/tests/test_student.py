@@ -119,6 +119,21 @@ def test_routing_keeps_the_budget_and_writes_each_evicted_token_once() -> None:
         assert torch.all(torch.where(writer >= 0, evicted.gather(-1, idx) == steps, True))
 
 
+def test_eviction_ties_go_to_the_oldest_token() -> None:
+    """Planted ties: with zero values the state reads every token back with error 0, so the
+    self-recall criterion is equal for the whole pool. The victim is then the lowest index (the
+    oldest token; torch.argmin returns the first minimum): routing reduces to first in, first out,
+    the recency schedule, on this CPU and any other."""
+    q, k, _ = _qkv(6)
+    cfg = LinearizeConfig(update="delta", budget=8, sinks=2, window=3, routing="self_recall")
+    m = LinearizedAttention(cfg, D, H).double()
+    fk = torch.nn.functional.normalize(k, dim=-1)
+    writer, evicted = m.schedule(None, fk, torch.zeros_like(q), None, None)
+    fifo_writer, fifo_evicted = m._recency(B, H, N, q.device)
+    assert torch.equal(writer, fifo_writer)
+    assert torch.equal(evicted, fifo_evicted)
+
+
 def test_zero_state_leaves_only_the_exact_cache() -> None:
     q, k, v = _qkv(5)
     cache_only = LinearizedAttention(

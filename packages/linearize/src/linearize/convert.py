@@ -14,6 +14,8 @@ that breaks the frozen regime.
 from __future__ import annotations
 
 import copy
+import logging
+import math
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -38,9 +40,11 @@ __all__ = [
     "linearize",
     "students",
     "transfer",
+    "transfer_diverged",
 ]
 
 STUDENT_ATTR = "linear_attn"
+log = logging.getLogger(__name__)
 
 
 def linearize(
@@ -159,7 +163,11 @@ def transfer(
 ) -> list[float]:
     """Train the students of ``model`` (returned by :func:`linearize`) to reproduce the teacher's
     attention outputs, layer by layer; returns the mean relative MSE per step. The backbone is not
-    touched (its parameters are frozen and not given to the optimiser)."""
+    touched (its parameters are frozen and not given to the optimiser).
+
+    A step whose loss or gradient is non-finite stops the transfer before the update (the students
+    keep their last finite weights, a warning is logged) and is returned as a NaN loss: a run that
+    diverged is flagged by ``not math.isfinite(losses[-1])``, never trained on NaN."""
     mods = students(model)
     if len(mods) != captured.n_layers:
         raise ValueError(f"{len(mods)} students for activations of {captured.n_layers} layers")
@@ -197,13 +205,30 @@ def transfer(
             ]
         ).mean()
         opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        bad = None if torch.isfinite(loss) else "loss"
+        if bad is None:
+            loss.backward()
+            if not torch.isfinite(torch.nn.utils.clip_grad_norm_(params, 1.0)):
+                bad = "gradient"
+        if bad is not None:
+            log.warning(
+                "transfer stopped at step %d of %d: non-finite %s",
+                len(losses) + 1,
+                config.steps,
+                bad,
+            )
+            losses.append(math.nan)
+            break
         opt.step()
         losses.append(float(loss.detach()))
     for m in mods:
         m.eval()
     return losses
+
+
+def transfer_diverged(losses: Sequence[float]) -> bool:
+    """Whether a :func:`transfer` stopped on a non-finite loss or gradient (its last loss is NaN)."""
+    return bool(losses) and not math.isfinite(losses[-1])
 
 
 @torch.no_grad()

@@ -57,7 +57,8 @@ def task_scores(
                 raise ValueError(
                     "a graded word fell outside the tokenized text: check the tokenizer"
                 )
-            right = logp[i, pos].argmax(-1) == target
+            # a non-finite distribution answers nothing (argmax would pick NaN's index)
+            right = (logp[i, pos].argmax(-1) == target) & torch.isfinite(logp[i, pos]).all(-1)
             per_item.append(
                 float(right.all()) if tasks.task == "passkey" else float(right.float().mean())
             )
@@ -75,6 +76,13 @@ def fact_accuracy(
     answers: list[str],
     candidates: list[list[str]],
 ) -> float:
-    """Share of items whose answer ranks first among its ``candidates`` by sequence log-probability."""
+    """Share of items whose answer ranks first among its ``candidates`` by sequence log-probability.
+
+    An item whose answer or any candidate has a non-finite log-probability is wrong: a NaN compares
+    as not higher than anything, so ``answer_rank`` would rank a NaN answer first (a model with NaN
+    weights would score every fact right)."""
     ranks = answer_rank(model, tok, prompts, answers, candidates)
-    return float(np.mean(np.asarray(ranks.sequence_rank) == 1))
+    cands = ranks.candidate_logprobs or [np.zeros(0)] * len(prompts)
+    finite = np.isfinite(np.asarray(ranks.answer_logprob, dtype=float))
+    finite &= np.array([bool(np.isfinite(c).all()) for c in cands], dtype=bool)
+    return float(np.mean((np.asarray(ranks.sequence_rank) == 1) & finite))

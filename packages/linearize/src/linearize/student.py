@@ -294,6 +294,8 @@ class LinearizedAttention(nn.Module):
                 if norm:
                     pred = pred[:, :, :-1] / pred[:, :, -1:].clamp_min(1e-6)
                 crit = (pred.transpose(-2, -1) - v).norm(dim=-1)
+            # ties (equal criteria, e.g. a state that reads every token back equally) go to the
+            # lowest index, the oldest token in the pool: torch.argmin returns the first minimum
             victim = crit.masked_fill(~in_pool, float("inf")).argmin(-1)  # (b, h)
             in_pool[rows, heads, victim] = False
             in_cache[rows, heads, victim] = False

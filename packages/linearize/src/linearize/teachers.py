@@ -6,6 +6,8 @@ only. Cached under ``$PAPER_CACHE_DIR/linearize`` by a hash of the spec, loaded 
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -25,6 +27,10 @@ from paper_common.lm import (
 )
 
 __all__ = ["TeacherSpec", "recall_teacher"]
+
+# bump when the training recipe changes in a way the spec and the data do not show (the model
+# built, the loss, the optimiser): cached teachers of an older recipe are then trained anew
+TEACHER_VERSION = 1
 
 
 @dataclass(frozen=True)
@@ -85,12 +91,33 @@ def training_pairs(spec: TeacherSpec) -> list[tuple[str, str]]:
     return pairs
 
 
+@functools.lru_cache(maxsize=8)
+def _data_fingerprint(spec: TeacherSpec) -> str:
+    """Hash of what the teacher is trained on: its training pairs and the tokenizer's vocabulary
+    (a change to a task generator or to the vocabulary trains anew)."""
+    blob = json.dumps([training_pairs(spec), vocabulary()])
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def teacher_cache_key(spec: TeacherSpec) -> str:
+    """Name of the cached teacher of ``spec``: the spec, :data:`TEACHER_VERSION` and the data
+    fingerprint, with :func:`paper_common.lm.training_environment` (library versions, torch
+    threads, device, CPU) at the time of the call. Call it, as :func:`recall_teacher` does, with
+    the thread count the teacher is trained with."""
+    config = {"spec": asdict(spec), "version": TEACHER_VERSION, "data": _data_fingerprint(spec)}
+    return f"{spec.arch}-{cache_key(config, length=16)}"
+
+
 def recall_teacher(
     spec: TeacherSpec = TeacherSpec(), cache: bool = True, progress: bool | None = None
 ) -> tuple[PreTrainedModel, PreTrainedTokenizerFast]:
-    """The teacher of ``spec``, trained once and cached (``cache=False``: always train)."""
+    """The teacher of ``spec``, trained once and cached (``cache=False``: always train).
+
+    The cache is keyed by :func:`teacher_cache_key`, which includes torch's thread count: load a
+    teacher with the thread count it was trained with (or it is trained again).
+    """
     tok = build_tokenizer(vocabulary())
-    path = _cache_dir() / f"{spec.arch}-{cache_key(asdict(spec), length=16)}"
+    path = _cache_dir() / teacher_cache_key(spec)
 
     def train() -> PreTrainedModel:
         model = tiny_causal_lm(
