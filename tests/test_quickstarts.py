@@ -23,7 +23,8 @@ def test_readme_quickstart_runs(member: Member, tmp_path):
     assert blocks, f"{member.folder}/README.md needs a '## Quickstart' section with a python block"
     env = {**os.environ, "PAPER_CACHE_DIR": str(tmp_path / "cache")}  # train, do not reuse a cache
     for code in blocks:
-        assert len(code.strip().splitlines()) <= 15, "keep each quickstart block about 10 lines"
+        lines = [line for line in code.splitlines() if line.strip()]
+        assert len(lines) <= 16, "keep each quickstart block about 10 lines of code"
         res = subprocess.run(
             [sys.executable, "-c", code],
             cwd=tmp_path,

@@ -192,3 +192,15 @@ def _pin_one_thread(_: int) -> int:
 
     torch.set_num_threads(1)  # what a worker-process job does
     return torch.get_num_threads()
+
+
+def test_set_threads_pins_for_the_rest_of_a_script():
+    torch = pytest.importorskip("torch")
+    from paper_common.device import pinned_threads, set_threads
+
+    with pinned_threads(2, torch=True):  # restores what set_threads changes
+        set_threads(1)
+        assert torch.get_num_threads() == 1
+        assert _blas_threads() == {1}
+    with pytest.raises(ValueError, match="threads"):
+        set_threads(0)

@@ -31,6 +31,7 @@ __all__ = [
     "pick_device",
     "pinned_threads",
     "seed_everything",
+    "set_threads",
     "thread_info",
 ]
 
@@ -147,6 +148,19 @@ def pinned_threads(n: int | None, torch: bool | None = None) -> Iterator[None]:
     finally:
         if lib is not None and before is not None:
             lib.set_num_threads(before)
+
+
+def set_threads(n: int) -> None:
+    """Set torch's (if installed), the BLAS and the OpenMP thread counts to ``n`` for the rest of
+    the process: the one line a script or notebook needs so that what it trains does not depend on
+    the machine's core count. Library code uses :func:`pinned_threads`, which restores them."""
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"threads must be a positive int; got {n!r}")
+    from threadpoolctl import threadpool_limits
+
+    if "torch" in sys.modules or importlib.util.find_spec("torch") is not None:
+        _torch().set_num_threads(n)
+    threadpool_limits(limits=n)  # applied now, kept: the limiter is not used as a context
 
 
 @dataclass
