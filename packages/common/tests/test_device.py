@@ -204,3 +204,26 @@ def test_set_threads_pins_for_the_rest_of_a_script():
         assert _blas_threads() == {1}
     with pytest.raises(ValueError, match="threads"):
         set_threads(0)
+
+
+def test_a_library_loaded_inside_the_pin_is_pinned_too():
+    """scipy's OpenBLAS and scikit-learn's libgomp load lazily and read OMP_NUM_THREADS then: a
+    smoke run with OMP_NUM_THREADS=2 differed from one with 1 in the last digits until the pin
+    covered them."""
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import os, threadpoolctl, numpy\n"
+        "from paper_common.device import pinned_threads\n"
+        "with pinned_threads(1):\n"
+        "    import sklearn.cluster\n"
+        "    inside = sorted({p['num_threads'] for p in threadpoolctl.threadpool_info()})\n"
+        "print(inside, os.environ['OMP_NUM_THREADS'])\n"
+    )
+    env = {**os.environ, "OMP_NUM_THREADS": "2"}
+    env.pop("OPENBLAS_NUM_THREADS", None)
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.split() == ["[1]", "2"]  # pinned inside, the environment restored after

@@ -130,16 +130,25 @@ def pinned_threads(n: int | None, torch: bool | None = None) -> Iterator[None]:
     machine's core count and of ``OMP_NUM_THREADS``; more threads than cores only costs speed.
     ``torch=None`` pins torch only if it is already imported (a numpy-only package never loads it);
     ``True`` imports it first (for code that imports torch inside the block).
+
+    A BLAS or OpenMP library first loaded inside the block (scipy's own OpenBLAS, scikit-learn's
+    libgomp) reads its thread count from the environment when it loads: the block sets
+    ``OMP_NUM_THREADS``, ``OPENBLAS_NUM_THREADS`` and ``MKL_NUM_THREADS`` to ``n`` (restored after),
+    and scipy's linear algebra is loaded first, so the libraries loaded so far are pinned and restored.
+    A library first loaded inside the block keeps ``n`` threads after it.
     """
     if n is None:
         yield
         return
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ValueError(f"threads must be a positive int or None; got {n!r}")
+    import scipy.linalg  # noqa: F401 - its OpenBLAS, so that it is limited and restored
     from threadpoolctl import threadpool_limits
 
     lib = _torch() if torch else sys.modules.get("torch")
     before = lib.get_num_threads() if lib is not None else None
+    env = {k: os.environ.get(k) for k in _THREAD_ENV}
+    os.environ.update(dict.fromkeys(_THREAD_ENV, str(n)))
     if lib is not None:
         lib.set_num_threads(n)
     try:
@@ -148,6 +157,14 @@ def pinned_threads(n: int | None, torch: bool | None = None) -> Iterator[None]:
     finally:
         if lib is not None and before is not None:
             lib.set_num_threads(before)
+        for k, v in env.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+_THREAD_ENV = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
 
 def set_threads(n: int) -> None:
@@ -156,8 +173,10 @@ def set_threads(n: int) -> None:
     the machine's core count. Library code uses :func:`pinned_threads`, which restores them."""
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ValueError(f"threads must be a positive int; got {n!r}")
+    import scipy.linalg  # noqa: F401 - load its OpenBLAS now, so that it is limited too
     from threadpoolctl import threadpool_limits
 
+    os.environ.update(dict.fromkeys(_THREAD_ENV, str(n)))  # for libraries loaded later
     if "torch" in sys.modules or importlib.util.find_spec("torch") is not None:
         _torch().set_num_threads(n)
     threadpool_limits(limits=n)  # applied now, kept: the limiter is not used as a context
