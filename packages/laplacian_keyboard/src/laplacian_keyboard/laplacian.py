@@ -120,7 +120,10 @@ def _smallest_symmetric(L: sp.csr_array, d: int) -> tuple[np.ndarray, np.ndarray
         vals, vecs = np.linalg.eigh(L.toarray())
         return vals[:d], vecs[:, :d]
     # shift-invert just below 0: the Laplacian is PSD, so L + 1e-3 I is positive definite
-    vals, vecs = eigsh(L.tocsc(), k=d, sigma=-1e-3, which="LM")
+    # a seeded start vector: ARPACK's own random start differs between processes (seen with
+    # OMP_NUM_THREADS=1 vs 2), and so do the last bits of the eigenvectors it returns
+    v0 = np.random.default_rng(0).standard_normal(n)
+    vals, vecs = eigsh(L.tocsc(), k=d, sigma=-1e-3, which="LM", v0=v0)
     order = np.argsort(vals)
     return vals[order], vecs[:, order]
 
