@@ -36,7 +36,7 @@ def test_smoke_report(smoke):
         "adam (control)",
     } <= methods
     # the toy claims are exact mathematics: they hold at every scale
-    assert all(c.supported for c in report.claims[:4])
+    assert all(c.point_check for c in report.claims[:4])
     # measured (1 thread, torch 2.15): orth slopes 4.16-4.29, plain 2.001-2.007 at r_proj 0.23
     # and 0.67; a plain task is only expected to be quadratic with a gradient component in M
     # (r_proj >= 0.05, the claim's filter), so the others are not checked
@@ -103,7 +103,7 @@ def test_projection_cost_needs_gd_progress():
 
     row = {"gd_u": 1.0, "pr_u": 0.1, "l0": 1.0, "gd_loss": 0.5, "pr_loss": 0.52}
     claim = _projection_claim([row])
-    assert claim.supported
+    assert claim.point_check
     assert claim.value == pytest.approx(10.0)
     # GD barely moved (0.001 nats): the cost was -0.5 or +0.5 depending on noise; 0/0 raised
     for pr_loss in (0.9985, 0.9995):
@@ -129,9 +129,9 @@ def test_spearman_claims_say_why_they_are_not_measured():
     why = {"forecast": "", "update norm": "a constant input", "gradient cosine": ""}
     claim = _forecast_claim(rhos, why)
     # a constant baseline used to count as beaten
-    assert not claim.supported
+    assert not claim.point_check
     assert claim.note.startswith("baselines not measured, so not beaten: update norm")
-    assert _forecast_claim({**rhos, "update norm": 0.1}, why).supported
+    assert _forecast_claim({**rhos, "update norm": 0.1}, why).point_check
     none = _forecast_claim({**rhos, "forecast": float("nan")}, {**why, "forecast": "2 runs"})
     assert none.value is None
     assert none.note.startswith("not measured: 2 runs")
@@ -151,5 +151,5 @@ def test_c4_error_and_slopes_undefined_are_not_measured():
     claim = _slope_claim("s", "m", np.array([4.0, np.nan]), (3.3, 4.7), "d")
     assert claim.value is None
     assert claim.note.startswith("not measured: slope undefined (u <= 0) in 1 of 2 runs")
-    assert _slope_claim("s", "m", np.array([4.0, 4.2]), (3.3, 4.7), "d").supported
+    assert _slope_claim("s", "m", np.array([4.0, 4.2]), (3.3, 4.7), "d").point_check
     assert _slope_claim("s", "m", np.array([]), (1.8, 2.2), "d").value is None

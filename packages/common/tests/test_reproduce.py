@@ -25,12 +25,16 @@ def make_report(scale: str = "smoke", with_figure: bool = True) -> Report:
 
 
 def test_threshold_claims_compare_value_with_target():
-    assert Claim.threshold("s", "m", 0.8, "<", 1.0).supported
-    assert not Claim.threshold("s", "m", 1.0, "<", 1.0).supported
-    assert Claim.threshold("s", "m", 1.0, "<=", 1.0).supported
+    assert Claim.threshold("s", "m", 0.8, "<", 1.0).point_check
+    assert not Claim.threshold("s", "m", 1.0, "<", 1.0).point_check
+    assert Claim.threshold("s", "m", 1.0, "<=", 1.0).point_check
     assert Claim.threshold("s", "m", 3, ">", 2).target == "> 2"
-    assert not Claim.threshold("s", "m", None, ">", 0).supported
-    assert not Claim.threshold("s", "m", float("nan"), "<", 1).supported
+    assert not Claim.threshold("s", "m", None, ">", 0).point_check
+    assert not Claim.threshold("s", "m", float("nan"), "<", 1).point_check
+    # a point without an interval or controls decides nothing
+    two_valued = Claim.threshold("s", "m", 0.8, "<", 1.0)
+    assert (two_valued.verdict, two_valued.supported) == ("inconclusive", False)
+    assert "no interval or controls" in two_valued.reason
 
 
 def test_claim_rejects_bad_fields():
@@ -38,6 +42,10 @@ def test_claim_rejects_bad_fields():
         Claim("", "m", 1.0, "> 0", True)
     with pytest.raises(ValueError, match="no value"):
         Claim("s", "m", None, "> 0", True)
+    with pytest.raises(ValueError, match=r"Claim\.decide"):  # supported needs interval and controls
+        Claim("s", "m", 1.0, "> 0", True, verdict="supported")
+    with pytest.raises(ValueError, match="verdict"):
+        Claim("s", "m", 1.0, "> 0", True, verdict="yes")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="value"):
         Claim("s", "m", "0.5", "> 0", False)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="op"):
@@ -59,7 +67,14 @@ def test_report_validates_package_scale_and_figure_names():
 
 def test_supported_needs_every_claim():
     report = make_report(with_figure=False)
-    assert not report.supported  # second claim 1.5 >= 2.0 fails
+    assert not report.supported  # two-valued claims are never supported
+    assert report.verdicts() == {
+        "supported": 0,
+        "refuted": 0,
+        "inconclusive": 2,
+        "defect": 0,
+        "check": 0,
+    }
     assert not Report(package="demo", title="t", scale="smoke", seed=0).supported  # no claims
 
 
@@ -73,7 +88,8 @@ def test_write_report_round_trips(tmp_path):
     assert loaded.tables["errors"][0]["err"] == 0.25
     assert json.loads((out / "report.json").read_text())["supported"] is False
     md = (out / "report.md").read_text()
-    assert "| Ours beats the baseline. | error ratio | 0.8 | < 1 | yes |" in md
+    assert "| Ours beats the baseline. | error ratio | 0.8 | - | < 1 | inconclusive | yes |" in md
+    assert "0 supported, 0 refuted, 2 inconclusive of 2 claims" in md
     assert "![curve](curve.png)" in md
     # a report loaded from JSON can be written again elsewhere; the figure it names is carried over
     again = write_report(loaded, out)
@@ -140,7 +156,7 @@ def test_main_writes_report(tmp_path, capsys):
     loaded = Report.from_json(tmp_path / "o")
     assert (loaded.scale, loaded.seed) == ("smoke", 4)
     assert loaded.claims[0].value == pytest.approx(np.random.default_rng(4).normal())
-    assert "1/1 claims supported" in capsys.readouterr().out
+    assert "0 supported, 0 refuted, 1 inconclusive of 1 claims" in capsys.readouterr().out
 
 
 def test_main_bad_input_is_one_line_and_writes_nothing(tmp_path, capsys):
@@ -166,22 +182,23 @@ def test_claim_decided_on_a_range():
     from paper_common.stats import Bounds
 
     supported = Claim.decided("s", "m", Bounds(4.0, np.inf), ">=", 3)
-    assert supported.supported
+    assert supported.point_check
+    assert (supported.low, supported.high) == (4.0, np.inf)
     assert supported.value == 4.0  # the end nearest to failing
     assert "range" in supported.note
     undecided = Claim.decided("s", "m", Bounds(2.0, np.inf), ">=", 3, "n")
-    assert not undecided.supported
+    assert not undecided.point_check
     assert undecided.value == 2.0
     assert undecided.note.startswith("n; ")
     assert "undecided" in undecided.note
     refuted = Claim.decided("s", "m", Bounds(0.5, 2.0), ">=", 3)
-    assert not refuted.supported
+    assert not refuted.point_check
     assert refuted.value == 2.0  # its best case still fails
     below = Claim.decided("s", "m", Bounds(0.2, 0.5), "<", 1)
-    assert below.supported
+    assert below.point_check
     assert below.value == 0.5
     assert below.target == "< 1"
     undefined = Claim.decided("s", "m", Bounds(np.nan, np.nan), "<", 1)
-    assert not undefined.supported
+    assert not undefined.point_check
     assert undefined.value is None
     assert "undefined" in undefined.note

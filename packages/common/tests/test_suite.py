@@ -86,7 +86,7 @@ def test_run_suite_records_a_failure_and_goes_on(demo_dist, monkeypatch, tmp_pat
     assert Report.from_json(out / "demo_ok").seed == 2
     assert not (out / "demo_fail").exists()
     md = (out / "SUMMARY.md").read_text()
-    assert "| demo_ok | Seed plus one exceeds the seed. | 3 | > 2 | yes |" in md
+    assert "| demo_ok | Seed plus one exceeds the seed. | 3 | - | > 2 | inconclusive |" in md
     assert "## demo_fail failed" in md
     assert "boom: the experiment diverged" in md
     data = json.loads((out / "summary.json").read_text())
@@ -116,7 +116,9 @@ def test_cli_list_and_reproduce(demo_dist, tmp_path):
         demo_dist, "reproduce", "demo_ok", "--scale", "smoke", "--out", "res", cwd=tmp_path
     )
     assert res.returncode == 0, res.stderr
-    assert "1 packages run, 0 failed; 1/1 claims supported" in res.stdout
+    assert (
+        "1 packages run, 0 failed; 0 supported, 0 refuted, 1 inconclusive of 1 claims" in res.stdout
+    )
     assert (tmp_path / "res" / "demo_ok" / "report.md").exists()
 
     res = run_cli(

@@ -75,7 +75,7 @@ def _run(by, flips=FLIPS):
 
 def test_planted_rows_give_supported_claims_where_the_order_is_plain():
     claims = _run(_by())
-    assert [c.supported for c in claims] == [True, True, True, True, True, True, True]
+    assert [c.point_check for c in claims] == [True, True, True, True, True, True, True]
 
 
 def test_a_class_that_never_memorises_is_later_than_one_that_did():
@@ -85,9 +85,9 @@ def test_a_class_that_never_memorises_is_later_than_one_that_did():
                  "pred_mem_0": 9e4, "pred_mem_1": 2e4},
                 tau_gen_0=500.0, tau_gen_1=200.0, tau_mem_0=(1e6, "censored"), tau_mem_1=3e4)]  # fmt: skip
     claims = _run(_by(variance=var))
-    assert claims[1].supported
+    assert claims[1].point_check
     assert claims[1].value == 1.0
-    assert claims[2].supported
+    assert claims[2].point_check
 
 
 def test_two_censored_times_leave_the_order_undetermined_and_reported():
@@ -102,7 +102,7 @@ def test_two_censored_times_leave_the_order_undetermined_and_reported():
            _row({**base, "seed": 1}, tau_gen_0=500.0, tau_gen_1=200.0, tau_mem_0=(1e6, "censored"),
                 tau_mem_1=(1e6, "censored"))]  # fmt: skip
     claims = _run(_by(variance=var))
-    assert not claims[1].supported
+    assert not claims[1].point_check
     assert claims[1].value == 0.5  # the low end of [0.5, 1]
     assert "1 setting(s) undetermined" in claims[1].note
     assert "in [0.5, 1]" in claims[1].note
@@ -125,7 +125,7 @@ def test_null_slope_with_the_largest_n_censored_is_a_lower_bound():
                  tau_gen_0=500.0, tau_mem_0=t)
             for n, t in zip(CFG.null_ns, (320.0, 640.0, (3e6, "censored")), strict=True)]  # fmt: skip
     c = _run(_by(null=null))[0]
-    assert c.supported
+    assert c.point_check
     assert c.value > 0.5
     assert math.isfinite(c.value)
     assert ">=" in c.note
@@ -133,13 +133,13 @@ def test_null_slope_with_the_largest_n_censored_is_a_lower_bound():
     # censored at the smallest n only lowers the slope: at most -5.6 here, refuted on all of it
     null[0], null[2] = _row(null[0], tau_mem_0=(3e6, "censored")), _row(null[2], tau_mem_0=1280.0)
     c = _run(_by(null=null))[0]
-    assert not c.supported
+    assert not c.point_check
     assert c.value == pytest.approx(-5.597, abs=1e-3)  # the end nearest the target
     assert "<= -5.597" in c.note
     # censored in the middle and at the top: the slope is >= its value with both at the grid end
     null = [_row(null[0], tau_mem_0=320.0), _row(null[1], tau_mem_0=(3e6, "censored")), null[2]]
     null[2] = _row(null[2], tau_mem_0=(3e6, "censored"))
-    assert _run(_by(null=null))[0].supported
+    assert _run(_by(null=null))[0].point_check
 
 
 def test_slope_bounds_match_ols_when_exact():
@@ -154,10 +154,10 @@ def test_slope_bounds_match_ols_when_exact():
 def test_zero_variance_sweep_range_is_not_a_division_by_zero():
     same = [_row({"value": v, "seed": 0}, tau_gen_1=300.0) for v in (1.0, 2.0)]
     c = _run(_by(centroid_variance=same))[3]  # centroid range > 0 over a range of 0: inf
-    assert not c.supported
+    assert not c.point_check
     assert c.value == math.inf
     c = _run(_by(centroid=same, centroid_variance=same))[3]  # 0 / 0
-    assert not c.supported
+    assert not c.point_check
     assert c.value is None
     assert "undefined" in c.note
 
@@ -175,18 +175,18 @@ def test_minority_speciating_before_the_smallest_stop_supports_the_delay():
     clone = _by()["clone"]
     clone[0] = _row(clone[0], measured_2=(0.05, "early"))
     c = _run(_by(clone=clone))[5]
-    assert c.supported
+    assert c.point_check
     assert c.value == pytest.approx(1.1 - 0.05)
     # a majority class never speciating on the grid still bounds the delay from below
     assert _delay(_row(clone[0], measured_0=(4.0, "censored"))).low == pytest.approx(1.2 - 0.05)
     # the minority censored at the top of the grid: it speciated before the majority, refuted
     c = _run(_by(clone=[_row(clone[0], measured_2=(4.0, "censored")), clone[1]]))[5]
-    assert not c.supported
+    assert not c.point_check
     assert c.value == pytest.approx(1.1 - 4.0)
     # every class censored at the top: the order is open
     cens = {f"measured_{k}": (4.0, "censored") for k in range(3)}
     c = _run(_by(clone=[_row(clone[0], **cens), clone[1]]))[5]
-    assert not c.supported
+    assert not c.point_check
     assert "undecided" in c.note
 
 

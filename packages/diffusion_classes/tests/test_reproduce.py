@@ -26,7 +26,7 @@ def test_smoke_reproduce_writes_a_report(tmp_path):
     for r in report.tables["null"]:  # never NaN: censored at the grid end
         assert 0 < r["tau_mem_0"] <= 3e6
     for c in report.claims:  # an unmeasured claim is never supported
-        assert not c.supported or (c.value is not None and not math.isnan(c.value))
+        assert not c.point_check or (c.value is not None and not math.isnan(c.value))
     unet = report.tables["unet"][0]
     assert unet["dataset"] == "digits"
     assert unet["var_0"] > 0

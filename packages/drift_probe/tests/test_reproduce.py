@@ -74,10 +74,10 @@ def test_a_constant_score_makes_its_correlation_not_measured():
     # semantic entropy constant on one model (r undefined): nanmax used to drop it silently
     rs = np.array([[0.05, -0.1, np.nan], [0.02, 0.12, 0.04]])
     claim = _correlation_claim(names, rs)
-    assert not claim.supported
+    assert not claim.point_check
     assert claim.value == pytest.approx(0.12)
     assert "not measured for semantic_entropy on 1 of 2 models" in claim.note
-    assert _correlation_claim(names, np.nan_to_num(rs)).supported
+    assert _correlation_claim(names, np.nan_to_num(rs)).point_check
     none = _correlation_claim(names, np.full((2, 3), np.nan))
     assert none.value is None
     assert none.note.startswith("not measured")
@@ -86,11 +86,11 @@ def test_a_constant_score_makes_its_correlation_not_measured():
 def test_profile_claim_needs_every_model():
     from drift_probe.reproduce import _profile_claim
 
-    assert _profile_claim(np.array([0.9, 0.95]), 3).supported
+    assert _profile_claim(np.array([0.9, 0.95]), 3).point_check
     # a model with < 5 stale items (NaN) was dropped by nanmin: 0.9 "supported" on one model of 2
     claim = _profile_claim(np.array([0.9, np.nan]), 3)
     assert claim.value is None
-    assert not claim.supported
+    assert not claim.point_check
     assert claim.note.startswith("not measured: 1 of 2 models")
     assert _profile_claim(np.array([np.nan, np.nan]), 0).value is None
 

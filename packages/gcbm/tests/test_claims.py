@@ -31,18 +31,18 @@ def test_a_baseline_without_rules_is_left_out_not_scored_zero():
     # lowered the better-baseline mean; now it is left out (post-hoc mean 0.9 from seed 1)
     rows = [_row(0.8, math.nan, 0.5), _row(0.8, 0.9, 0.5)]
     claim = rule_recovery_claim(rows)
-    assert not claim.supported  # 0.8 - 0.9 < 0
+    assert not claim.point_check  # 0.8 - 0.9 < 0
     assert claim.value == pytest.approx(-0.1)
     assert "post-hoc 1/2" in claim.note
     ok = rule_recovery_claim([_row(0.9, math.nan, 0.5), _row(0.9, 0.6, 0.5)])
-    assert ok.supported
+    assert ok.point_check
     assert ok.value == pytest.approx(min(0.9 - 0.6, 0.1))
 
 
 def test_gcbm_without_rules_leaves_the_claim_unsupported():
     claim = rule_recovery_claim([_row(math.nan, 0.2, 0.1), _row(1.0, 0.2, 0.1)])
     assert claim.value is None
-    assert not claim.supported
+    assert not claim.point_check
     assert claim.note.startswith("not supported: GCBM extracted no class-1 rule on 1 of 2")
 
 

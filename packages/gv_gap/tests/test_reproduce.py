@@ -23,7 +23,7 @@ def test_smoke_report_has_every_claim_table_and_figure(report):
         assert word in statements
     assert len(rep.claims) == 3 + 2 + 2  # two continual offsets, two update variants at smoke
     for c in rep.claims:
-        assert c.supported is False or (c.value is not None and c.value == c.value)
+        assert c.point_check is False or (c.value is not None and c.value == c.value)
     for name in ("learning_epochs", "discordance", "continual", "updating", "curves", "song_gap"):
         assert rep.tables[name], name
     assert sorted(rep.figures) == [
@@ -88,9 +88,9 @@ def test_censored_times_are_lower_bounds_in_the_order_claims():
     assert _before(never, never) is None
     claim = _first_claim({"c": None}, [None, True], "detail")
     assert claim.value is None
-    assert not claim.supported
+    assert not claim.point_check
     assert claim.note.startswith("not measured")
-    assert _first_claim({"c": True}, [True, True], "detail").supported
+    assert _first_claim({"c": True}, [True, True], "detail").point_check
 
 
 def test_continual_claims_not_measured_when_clamped_or_undefined():
@@ -102,7 +102,7 @@ def test_continual_claims_not_measured_when_clamped_or_undefined():
         "ver_start": 0.8, "ver_end": 0.8, "ll_start": 1.0, "ll_end": 0.9,
         "ll_retention_gap": 0.3, "ll_ci_low": 0.2, "ll_ci_high": 0.4,
     }  # fmt: skip
-    assert _continual_claim(base).supported
+    assert _continual_claim(base).point_check
     clamped = _continual_claim({**base, "seeds": 0, "clamped": 3})
     assert clamped.value is None
     assert "past the acquisition budget" in clamped.note

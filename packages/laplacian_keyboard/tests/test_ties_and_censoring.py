@@ -98,17 +98,17 @@ def test_faster_claim_is_undecided_when_censoring_straddles_one():
     lk = steps_median([1500, 1500, 1500], common)
     claim = faster_claim("s", "m", dqn, lk, "")
     assert claim.value is None
-    assert not claim.supported
+    assert not claim.point_check
     assert claim.note.startswith("undecided")
     slower = faster_claim(
         "s", "m", steps_median([500] * 3, 2000), steps_median([1500] * 3, 2000), ""
     )
-    assert not slower.supported  # decided: 500 / 1500
+    assert not slower.point_check  # decided: 500 / 1500
     assert slower.value == pytest.approx(1 / 3)
     decided = faster_claim(
         "s", "m", steps_median([math.inf] * 3, 2000), steps_median([500] * 3, 2000), ""
     )
-    assert decided.supported  # >= 2000 / 500
+    assert decided.point_check  # >= 2000 / 500
     assert decided.value == pytest.approx(4.0)
     floor = faster_claim("s", "m", steps_median([500] * 3, 2000), steps_median([0] * 3, 2000), "")
     assert floor.value == pytest.approx(500 / EVAL_EVERY)  # 0 steps raised to one interval

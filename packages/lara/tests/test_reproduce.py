@@ -18,7 +18,7 @@ def test_smoke_reproduce_writes_a_report(tmp_path):
     assert len(report.claims) == 8
     for c in report.claims:  # measured, or explicitly not measured (never a silent NaN)
         if c.value is None or math.isnan(c.value):
-            assert not c.supported
+            assert not c.point_check
             assert c.note.startswith("not measured")
     loaded = Report.from_json(tmp_path / "r")
     assert loaded.package == "lara"
@@ -54,13 +54,13 @@ def test_quality_claims_are_not_measured_when_the_teacher_answers_nothing():
     gap, frac = _quality_claims(_quality(0.0, 0.0), 40)
     for claim in (gap, frac):
         assert claim.value is None
-        assert not claim.supported
+        assert not claim.point_check
         assert claim.note.startswith("not measured: the teacher answers none of the 40")
     gap, frac = _quality_claims(_quality(0.5, 0.5), 40)
     assert gap.value == 0.0
-    assert not gap.supported
+    assert not gap.point_check
     assert frac.value == 1.0
-    assert frac.supported
+    assert frac.point_check
 
 
 def test_win_fraction_leaves_out_unmeasured_pairs():

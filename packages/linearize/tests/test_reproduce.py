@@ -63,14 +63,14 @@ def test_gap_claim_needs_a_gap_worth_several_items() -> None:
     # half an item, so the share is noise: not measured, with the gains in points
     claim = _gap_claim(0.5, [0.4375], {OURS: 0.5}, 16)
     assert claim.value is None
-    assert not claim.supported
+    assert not claim.point_check
     assert claim.note.startswith("not measured: the gap to close is below its minimum")
     assert f"{OURS} +6.2" in claim.note
     # a wide spread over seeds raises the minimum too
     assert _gap_claim(0.9, [0.1, 0.7], {OURS: 0.8}, 96).value is None
     claim = _gap_claim(0.9, [0.5, 0.5], {OURS: 0.8}, 16)  # gap 0.4 >= 4/16
     assert claim.value == pytest.approx(0.75)
-    assert claim.supported
+    assert claim.point_check
 
 
 def test_best_variant_ties_go_to_the_lower_mse_not_the_grid_order() -> None:
@@ -93,10 +93,10 @@ def test_equal_budget_claim_with_both_caches_at_zero_is_not_measured() -> None:
     zero = {"mqar_4x": 0.0, "passkey_4x": 0.0}
     claim = _equal_budget_claim(zero, dict(zero))  # was supported: 0 is within 2 points of 0
     assert claim.value is None
-    assert not claim.supported
+    assert not claim.point_check
     assert claim.note.startswith("not measured: both caches score 0")
     claim = _equal_budget_claim(
         {"mqar_4x": 0.30, "passkey_4x": 0.5}, {"mqar_4x": 0.31, "passkey_4x": 0.5}
     )
     assert claim.value == pytest.approx(-1.0)
-    assert claim.supported
+    assert claim.point_check

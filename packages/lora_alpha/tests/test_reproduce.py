@@ -12,7 +12,7 @@ def test_smoke_reproduce_writes_a_report(tmp_path):
     assert len(report.claims) == 5
     for c in report.claims:  # measured, or explicitly not measured (never a silent NaN)
         if c.value is None or math.isnan(c.value):
-            assert not c.supported
+            assert not c.point_check
             assert c.note.startswith("not measured")
     loaded = Report.from_json(tmp_path / "r")
     assert loaded.package == "lora_alpha"
@@ -50,7 +50,7 @@ def test_drift_claim_with_a_zero_or_infinite_base_is_not_measured():
     for base in (0.0, math.inf, math.nan):  # 0: ZeroDivisionError before; inf: ratios of 0
         claim = _drift_claim({"a": _rows(base, 1.0, 2.0), "b": _rows(1.0, 1.0, 2.0)}, 4)
         assert claim.value is None
-        assert not claim.supported
+        assert not claim.point_check
         assert claim.note.startswith("not measured: a: base drift ratio")
 
 
@@ -58,11 +58,11 @@ def test_drift_claim_counts_a_diverged_run_as_censored_at_inf():
     # the lr x 4 run diverged (drift ratio +inf): the lr series rises without bound, as claimed
     claim = _drift_claim({"a": _rows(2.0, 2.0, math.inf), "b": _rows(1.0, 1.1, 3.0)}, 4)
     assert claim.value == pytest.approx(math.sqrt(1.1))
-    assert claim.supported
+    assert claim.point_check
     # the alpha x 4 run diverged: not flat, refuted (not a NaN verdict)
     claim = _drift_claim({"a": _rows(2.0, math.inf, 4.0), "b": _rows(1.0, 1.0, 3.0)}, 4)
     assert claim.value == math.inf
-    assert not claim.supported
+    assert not claim.point_check
 
 
 def test_geomean_limits_are_explicit():

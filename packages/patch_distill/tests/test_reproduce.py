@@ -13,7 +13,7 @@ def test_smoke_reproduce_writes_a_report(tmp_path):
     assert len(report.claims) == 5
     for c in report.claims:  # measured, or explicitly not measured (never a silent NaN)
         if c.value is None or math.isnan(c.value):
-            assert not c.supported
+            assert not c.point_check
             assert c.note.startswith("not measured")
     loaded = Report.from_json(tmp_path / "r")
     assert loaded.package == "patch_distill"
@@ -52,12 +52,12 @@ def test_falls_claim_with_an_undefined_rho_is_not_measured():
     for order in (groups, groups[::-1]):
         claim = _falls_claim(falls + flat, mean, order, "r2_code", "R^2", cfg)
         assert claim.value is None
-        assert not claim.supported
+        assert not claim.point_check
         assert claim.note.startswith("not measured: Spearman rho undefined")
         assert "vicreg/quick" in claim.note.split(";")[0]
     claim = _falls_claim(falls, mean, groups[:1], "r2_code", "R^2", cfg)
     assert claim.value == pytest.approx(-2 / math.sqrt(5))
-    assert claim.supported
+    assert claim.point_check
 
 
 def test_job_pins_torch_and_blas_to_one_thread(monkeypatch):

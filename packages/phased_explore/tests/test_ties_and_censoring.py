@@ -85,13 +85,13 @@ def test_frontier_claim_with_a_censored_point_is_not_supported():
     fr = [_row(1, 6, None, 64), _row(2, 3, 16), _row(6, 1, 3)]
     claim = frontier_claim(fr, cfg)
     assert claim.value is None
-    assert not claim.supported
+    assert not claim.point_check
     assert claim.note.startswith("undecided")
     assert "censored" in claim.note
     # the same censored point, far above the band whatever its value: refuted
     steep = [_row(1, 6, None, 2**15), _row(2, 3, 16), _row(6, 1, 3)]
     refuted = frontier_claim(steep, cfg)
-    assert not refuted.supported
+    assert not refuted.point_check
     assert refuted.note.startswith("refuted")
     exact = frontier_claim([_row(1, 6, 128), _row(2, 3, 16), _row(6, 1, 3)], cfg)
     assert exact.value is not None

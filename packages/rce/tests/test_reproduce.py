@@ -99,19 +99,19 @@ def test_claim5_with_nothing_to_lower_is_undecided_not_refuted():
         (0.0, 0.0, "rome", "ir", 20),
     ]
     claim = _lowers_claim(pairs)
-    assert not claim.supported
+    assert not claim.point_check
     assert claim.value == pytest.approx(-0.3)
     assert claim.note.startswith("undecided: 1 of 3 pairs (rome ir@20)")
     # the same pairs without the 0-0 one: supported
-    assert _lowers_claim(pairs[:2]).supported
+    assert _lowers_claim(pairs[:2]).point_check
     # a pair that got worse refutes, whatever else is undecided
     worse = _lowers_claim([(0.2, 0.1, "rome", "hp", 10), (0.0, 0.0, "rome", "ir", 20)])
-    assert not worse.supported
+    assert not worse.point_check
     assert "refuted" in worse.note
     # nothing to lower anywhere: not measured
     none = _lowers_claim([(0.0, 0.0, "memit", "hp", 10)])
     assert none.value is None
-    assert not none.supported
+    assert not none.point_check
     assert none.note.startswith("not measured")
 
 
@@ -119,12 +119,12 @@ def test_claim6_without_a_rome_reference_is_not_measured():
     from rce.reproduce import _fidelity_claim
 
     row = {"target_top1": 1.0, "paraphrase": 0.9, "neighbour_drop": 0.0, "utility_drop": 0.0}
-    assert _fidelity_claim("rome", row, 0.9).supported
+    assert _fidelity_claim("rome", row, 0.9).point_check
     # MEMIT alone: no ROME paraphrase reference. Before, `0.9 >= nan - 0.05` was silently False
     claim = _fidelity_claim("memit", row, float("nan"))
     assert claim.value is None
-    assert not claim.supported
+    assert not claim.point_check
     assert "not measured: paraphrase reference" in claim.note
     claim = _fidelity_claim("rome", {**row, "neighbour_drop": float("nan")}, 0.9)
-    assert not claim.supported
+    assert not claim.point_check
     assert "not measured: neighbourhood drop" in claim.note

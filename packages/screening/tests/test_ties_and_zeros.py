@@ -62,8 +62,8 @@ def test_efficiency_ratio_rules():
 def test_application_claim_is_undecided_when_a_ratio_is_undefined():
     claim = application_claim({"a": 1.3, "b": float("nan")})
     assert claim.value is None
-    assert not claim.supported
+    assert not claim.point_check
     assert claim.note.startswith("undecided")
     ok = application_claim({"a": 1.3, "b": math.inf})
     assert ok.value == pytest.approx(1.3)
-    assert ok.supported
+    assert ok.point_check

@@ -60,23 +60,23 @@ def test_timing_claims_handle_zero_and_censored_delays():
     ]
     grok, delay, uniform, grok_mul = _timing_claims(rows, cfg)
     # LayerNorm's time is >= 120 against the sphere's 40: at least 3x, whatever the censored runs do
-    assert grok.supported
+    assert grok.point_check
     assert grok.value == pytest.approx(3.0)
     # LayerNorm's delay is >= 0, raised to one eval interval (20), over the sphere's 0 (also 20):
     # the ratio is [1, inf), undecided, so not supported; its low end is shown
-    assert not delay.supported
+    assert not delay.point_check
     assert delay.value == pytest.approx(1.0)
     assert "undecided" in delay.note
     # uniform: 40 / [20, inf) = (0, 2], straddles 1: not supported, shown at its high end
-    assert not uniform.supported
+    assert not uniform.point_check
     assert uniform.value == pytest.approx(2.0)
     # a * b: [120, inf) / 60 = [2, inf), straddles 3
-    assert not grok_mul.supported
+    assert not grok_mul.point_check
     assert grok_mul.value == pytest.approx(2.0)
 
 
 def test_timing_claims_need_every_arm_measured():
     cfg = SCALES["smoke"]
     claims = _timing_claims([_row(f"add_mod_{cfg.p}", "sphere", 0, 40, 40)], cfg)
-    assert not any(c.supported for c in claims)
+    assert not any(c.point_check for c in claims)
     assert all(c.value is None and "undefined" in c.note for c in claims)

@@ -15,7 +15,7 @@ def test_smoke_reproduce_writes_a_report(tmp_path):
     assert len(report.claims) == 4
     for c in report.claims:  # measured, or explicitly not measured (never a silent NaN)
         if c.value is None or math.isnan(c.value):
-            assert not c.supported
+            assert not c.point_check
             assert c.note.startswith("not measured")
     assert Report.from_json(tmp_path / "r").package == "vepo"
     for fig in ("curves", "pass_at_k"):
@@ -48,13 +48,13 @@ def test_blind_bonus_claim_needs_both_bonuses_to_raise_entropy():
     both = _means({"GRPO": 3.0, BLIND[0]: 5.0, BLIND[1]: 4.0, "VEPO": 3.0})
     claim = _blind_bonus_claim(both, SE)
     assert claim.value == pytest.approx(0.8)  # (5 * 0.8 - 3 * 0.8) / 2 = (4 - 3) * 0.8 / 1
-    assert claim.supported
+    assert claim.point_check
     # planted: the sequence bonus lowered entropy (the smoke run's case). Before, its share was
     # dropped as NaN and the verdict rested on the token bonus alone
     lowered = _means({"GRPO": 3.0, BLIND[0]: 5.0, BLIND[1]: 2.0, "VEPO": 3.0})
     claim = _blind_bonus_claim(lowered, SE)
     assert claim.value is None
-    assert not claim.supported
+    assert not claim.point_check
     assert claim.note.startswith(f"not measured: {BLIND[1]} did not raise")
     # planted: a rise within noise, where inval / rise is an unbounded ratio
     tiny = _means({"GRPO": 3.0, BLIND[0]: 5.0, BLIND[1]: 3.001, "VEPO": 3.0})
@@ -68,12 +68,12 @@ def test_pass1_claim_with_nothing_solved_is_not_measured():
     zeros = np.zeros(3)
     claim = _pass1_claim(zeros, zeros)  # 0 vs 0: was supported, on no evidence
     assert claim.value is None
-    assert not claim.supported
+    assert not claim.point_check
     assert claim.note.startswith("not measured: pass@1 is 0")
     assert _pass1_claim(np.array([0.2]), np.array([0.1])).value is None  # one seed: no interval
     claim = _pass1_claim(np.array([0.2, 0.3, 0.25]), np.array([0.1, 0.3, 0.2]))
     assert claim.value == pytest.approx(0.05)
-    assert claim.supported
+    assert claim.point_check
 
 
 def test_job_pins_torch_and_blas_to_one_thread(monkeypatch):

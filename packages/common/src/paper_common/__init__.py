@@ -16,6 +16,7 @@ __version__ = "0.1.0"
 
 _EXPORTS = {
     "Claim": "reproduce",
+    "Control": "reproduce",
     "Report": "reproduce",
     "SCALES": "reproduce",
     "check_scale": "reproduce",
@@ -41,6 +42,7 @@ _EXPORTS = {
 __all__ = [
     "SCALES",
     "Claim",
+    "Control",
     "Report",
     "Stopwatch",
     "Timer",
@@ -90,6 +92,7 @@ if TYPE_CHECKING:
     from paper_common.reproduce import (
         SCALES,
         Claim,
+        Control,
         Report,
         check_scale,
         main,

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import argparse
 import logging
 import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from paper_common.reproduce import SCALES, ArgumentParser
+from paper_common.reproduce import SCALES, ArgumentParser, verdict_line
 from paper_common.suite import ENTRY_POINT_GROUP, discover, run_suite
 
 
@@ -31,7 +32,55 @@ def _parser() -> ArgumentParser:
     rp.add_argument("--seed", type=int, default=0, help="default: 0")
     rp.add_argument("--out", type=Path, default=Path("results"), help="default: results")
     rp.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    res = sub.add_parser(
+        "results",
+        help="write docs/results.md and the README's verdict column from committed reports",
+        description="Generate the results page (every claim, its verdict, interval and controls) "
+        "and the README table's verdict column from REPORTS/<package>/report.json.",
+    )
+    res.add_argument(
+        "--reports", type=Path, default=Path("docs/packages"), help="default: docs/packages"
+    )
+    res.add_argument(
+        "--out", type=Path, default=Path("docs/results.md"), help="default: docs/results.md"
+    )
+    res.add_argument("--readme", type=Path, default=Path("README.md"), help="default: README.md")
+    res.add_argument(
+        "--check",
+        action="store_true",
+        help="write nothing; exit 1 if the page or the README column differ from the reports",
+    )
     return parser
+
+
+def _results(args: argparse.Namespace) -> int:
+    from paper_common.results import load_reports, results_page, update_readme
+
+    try:
+        reports = load_reports(args.reports)
+        page = results_page(reports, source=args.reports.as_posix())
+        readme = update_readme(args.readme.read_text(), reports)
+    except (OSError, ValueError) as exc:
+        print(f"python -m paper_common results: error: {exc}", file=sys.stderr)
+        return 2
+    stale = [
+        str(path)
+        for path, text in ((args.out, page), (args.readme, readme))
+        if not path.exists() or path.read_text() != text
+    ]
+    if args.check:
+        if stale:
+            print(
+                f"out of date with {args.reports}: {', '.join(stale)}; run `python -m paper_common results`",
+                file=sys.stderr,
+            )
+            return 1
+        print(f"{args.out} and {args.readme} match {len(reports)} reports")
+        return 0
+    args.out.write_text(page)
+    args.readme.write_text(readme)
+    print(f"wrote {args.out} and the verdict column of {args.readme} from {len(reports)} reports")
+    return 0
 
 
 def _writable(out: Path) -> str | None:
@@ -48,6 +97,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     registered = discover()
+    if args.command == "results":
+        return _results(args)
     if args.command == "list":
         if not registered:
             print(
@@ -77,13 +128,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         out_dir=args.out,
         progress=False if args.no_progress else None,
     )
-    n_claims = sum(len(r.claims) for r in summary.results)
-    n_ok = sum(c["supported"] for r in summary.results for c in r.claims)
     failed = [r.name for r in summary.results if not r.ok]
     print(
         f"{len(summary.results)} packages run, {len(failed)} failed"
         + (f" ({', '.join(failed)})" if failed else "")
-        + f"; {n_ok}/{n_claims} claims supported; summary in {args.out / 'SUMMARY.md'}"
+        + f"; {verdict_line(summary.verdicts(), summary.n_claims)}; summary in {args.out / 'SUMMARY.md'}"
     )
     return 1 if failed else 0
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import math
 import os
 import platform
 import shutil
@@ -20,30 +19,35 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, NoReturn, Protocol
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol
+
+from paper_common.claims import OPS, VERDICTS, Claim, Control, Verdict, format_value
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
-
-    from paper_common.stats import Bounds
 
 __all__ = [
     "OPS",
     "SCALES",
     "THREADS",
+    "VERDICTS",
     "ArgumentParser",
     "Claim",
+    "Control",
     "Report",
     "ReproduceFn",
+    "Verdict",
     "check_scale",
+    "claims_table",
     "environment_info",
     "format_value",
     "main",
     "markdown_table",
     "pin_threads",
+    "verdict_line",
     "write_report",
 ]
 
@@ -54,15 +58,6 @@ THREADS: dict[str, int | None] = {"smoke": 1, "quick": 2, "full": None}
 """Threads (torch and BLAS) a ``reproduce`` runs with at each scale, so its numbers do not depend on
 the machine's core count or ``OMP_NUM_THREADS``: ``quick`` is the reference 2-core machine of the
 README's numbers; ``full`` uses what the environment sets (recorded in the report)."""
-
-Op = Literal[">", ">=", "<", "<=", "=="]
-OPS: dict[str, Callable[[float, float], bool]] = {
-    ">": lambda v, t: v > t,
-    ">=": lambda v, t: v >= t,
-    "<": lambda v, t: v < t,
-    "<=": lambda v, t: v <= t,
-    "==": lambda v, t: math.isclose(v, t, rel_tol=1e-9, abs_tol=1e-12),
-}
 
 REPORT_JSON = "report.json"
 REPORT_MD = "report.md"
@@ -75,27 +70,6 @@ def check_scale(scale: str) -> str:
     return scale
 
 
-def format_value(value: Any) -> str:
-    """Format a number for a table: 4 significant digits, integers as they are, ``-`` for None."""
-    if value is None:
-        return "-"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, float):
-        if math.isnan(value):
-            return "nan"
-        if math.isinf(value):
-            return "inf" if value > 0 else "-inf"
-        if value != 0 and (abs(value) >= 1e9 or abs(value) < 1e-3):
-            return f"{value:.3e}"
-        if abs(value) >= 1e4:
-            return f"{value:.0f}"
-        return f"{value:.4g}"
-    return str(value)
-
-
 def markdown_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str] | None = None) -> str:
     """Render ``rows`` (dicts sharing keys) as a GitHub Markdown table; numbers via :func:`format_value`."""
     if not rows:
@@ -106,105 +80,6 @@ def markdown_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str] | N
     lines = ["| " + " | ".join(columns) + " |", "|" + "|".join("---" for _ in columns) + "|"]
     lines += ["| " + " | ".join(r) + " |" for r in cells]
     return "\n".join(lines) + "\n"
-
-
-@dataclass(frozen=True)
-class Claim:
-    """One claim of the paper, the number we measured for it and whether it held.
-
-    Attributes:
-        statement: the paper's claim in one sentence, in our words.
-        metric: what was measured, with its unit (``"top-1 accuracy gap (points)"``).
-        value: the measured value; ``None`` if it could not be measured (then not supported).
-        target: the threshold or direction that would support the claim, human readable
-            (``">= 0.9"``, ``"ours < baseline"``).
-        supported: whether the measurement supports the claim at this scale.
-        note: anything a reader needs to interpret the number (confidence interval, caveats).
-    """
-
-    statement: str
-    metric: str
-    value: float | None
-    target: str
-    supported: bool
-    note: str = ""
-
-    def __post_init__(self) -> None:
-        for name in ("statement", "metric", "target"):
-            if not isinstance(getattr(self, name), str) or not getattr(self, name).strip():
-                raise ValueError(
-                    f"Claim.{name} must be a non-empty string; got {getattr(self, name)!r}"
-                )
-        if self.value is not None:
-            if isinstance(self.value, bool) or not isinstance(self.value, int | float):
-                raise TypeError(
-                    f"Claim.value must be a float or None; got {type(self.value).__name__}"
-                )
-            object.__setattr__(self, "value", float(self.value))
-        if not isinstance(self.supported, bool):
-            raise TypeError(f"Claim.supported must be a bool; got {type(self.supported).__name__}")
-        if self.supported and (self.value is None or math.isnan(self.value)):
-            raise ValueError("Claim.supported cannot be True when no value was measured")
-
-    @classmethod
-    def threshold(
-        cls,
-        statement: str,
-        metric: str,
-        value: float | None,
-        op: Op,
-        threshold: float,
-        note: str = "",
-    ) -> Claim:
-        """Build a claim supported iff ``value <op> threshold`` (``None``/NaN is never supported)."""
-        if op not in OPS:
-            raise ValueError(f"op must be one of {', '.join(OPS)}; got {op!r}")
-        measured = value is not None and not math.isnan(float(value))
-        supported = bool(measured and OPS[op](float(value), float(threshold)))
-        return cls(
-            statement, metric, value, f"{op} {format_value(float(threshold))}", supported, note
-        )
-
-    @classmethod
-    def decided(
-        cls,
-        statement: str,
-        metric: str,
-        bounds: Bounds,
-        op: Literal[">", ">=", "<", "<="],
-        threshold: float,
-        note: str = "",
-    ) -> Claim:
-        """A claim on a quantity known only within ``bounds`` (censored times, a ratio of censored
-        medians: see :mod:`paper_common.stats`), decided on the whole range: supported only if every
-        value satisfies ``op threshold``. The value shown is the end nearest to failing (the worst
-        case of a supported or undecided claim, the best case of a refuted one); the note says
-        when the range, not a point, decided, and when it left the claim undecided.
-        """
-        verdict = bounds.decide(op, threshold)
-        worst = bounds.low if op in (">", ">=") else bounds.high
-        best = bounds.high if op in (">", ">=") else bounds.low
-        value = None if not bounds.defined else (best if verdict is False else worst)
-        sep = "; " if note else ""
-        if not bounds.defined:
-            note += f"{sep}undefined (0 / 0 or nothing measured), so not supported"
-        elif verdict is None:
-            note += (
-                f"{sep}the value is {bounds}: censored values leave it undecided, so not supported"
-            )
-        elif not bounds.exact:
-            note += f"{sep}the value is {bounds} (censored values make it a range; decided on all of it)"
-        return cls(
-            statement,
-            metric,
-            value,
-            f"{op} {format_value(float(threshold))}",
-            verdict is True,
-            note,
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 @dataclass
@@ -250,6 +125,18 @@ class Report:
         """True when every claim is supported (and there is at least one)."""
         return bool(self.claims) and all(c.supported for c in self.claims)
 
+    def verdicts(self) -> dict[str, int]:
+        """How many claims have each verdict, and how many are defects (a negative control that
+        came out supported) or checks of our own code rather than paper claims."""
+        counts = {v: sum(c.verdict == v for c in self.claims) for v in VERDICTS}
+        counts["defect"] = sum(c.defect for c in self.claims)
+        counts["check"] = sum(c.kind == "check" for c in self.claims)
+        return counts
+
+    def verdict_line(self) -> str:
+        """``"2 supported, 1 refuted, 5 inconclusive of 8 claims"`` (with defects if any)."""
+        return verdict_line(self.verdicts(), len(self.claims))
+
     def add_claim(self, claim: Claim) -> Claim:
         self.claims.append(claim)
         return claim
@@ -280,6 +167,7 @@ class Report:
             "scale": self.scale,
             "seed": self.seed,
             "supported": self.supported,
+            "verdicts": self.verdicts(),
             "claims": [c.to_dict() for c in self.claims],
             "tables": self.tables,
             "figures": list(self.figures),
@@ -293,7 +181,7 @@ class Report:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Report:
-        claims = [Claim(**c) for c in data.get("claims", [])]
+        claims = [Claim.from_dict(c) for c in data.get("claims", [])]
         return cls(
             package=data["package"],
             title=data["title"],
@@ -321,25 +209,13 @@ class Report:
 
     def to_markdown(self) -> str:
         lines = [f"# {self.package}: {self.title}", ""]
-        verdict = f"{sum(c.supported for c in self.claims)}/{len(self.claims)} claims supported"
         lines += [
-            f"Scale `{self.scale}`, seed {self.seed}, {self.runtime_s:.1f} s; {verdict}.",
+            f"Scale `{self.scale}`, seed {self.seed}, {self.runtime_s:.1f} s; {self.verdict_line()}.",
             "",
             "## Claims",
             "",
         ]
-        rows = [
-            {
-                "claim": c.statement,
-                "metric": c.metric,
-                "measured": c.value,
-                "target": c.target,
-                "supported": c.supported,
-                "note": c.note,
-            }
-            for c in self.claims
-        ]
-        lines.append(markdown_table(rows) if rows else "_(no claims)_\n")
+        lines.append(claims_table(self.claims) if self.claims else "_(no claims)_\n")
         for name, table in self.tables.items():
             lines += [f"## {name}", "", markdown_table(table)]
         if self.figures:
@@ -351,6 +227,39 @@ class Report:
         env = ", ".join(f"{k} {v}" for k, v in self.environment.items())
         lines += ["## Environment", "", env, ""]
         return "\n".join(lines)
+
+
+def verdict_line(counts: Mapping[str, int], n_claims: int) -> str:
+    """One line of verdict counts, as :meth:`Report.verdict_line` writes it."""
+    parts = [f"{counts.get(v, 0)} {v}" for v in VERDICTS]
+    line = f"{', '.join(parts)} of {n_claims} claims"
+    extra = []
+    if counts.get("defect"):
+        extra.append(f"{counts['defect']} DEFECT (a negative control came out supported)")
+    if counts.get("check"):
+        extra.append(f"{counts['check']} of them checks of our own code, not paper claims")
+    return line + (f" ({'; '.join(extra)})" if extra else "")
+
+
+def claims_table(claims: Sequence[Claim]) -> str:
+    """The claims as a Markdown table: verdict, estimate, interval, target, both controls, why."""
+    rows = [
+        {
+            "claim": c.statement + (" (check of our code)" if c.kind == "check" else ""),
+            "metric": c.metric,
+            "measured": c.value,
+            "interval": c.interval_text() + (f" ({c.interval})" if c.interval else ""),
+            "target": c.target,
+            "verdict": ("**DEFECT** " if c.defect else "") + str(c.verdict),
+            "point meets target": c.point_check,
+            "positive control": "-" if c.positive is None else c.positive.text(),
+            "negative control": "-" if c.negative is None else c.negative.text(),
+            "why": c.reason,
+            "note": c.note,
+        }
+        for c in claims
+    ]
+    return markdown_table(rows)
 
 
 def _plain(value: Any) -> Any:
@@ -515,7 +424,11 @@ def main(
 
     Returns the exit status: 0 on success, 2 on bad input (one line on stderr), 1 if the run failed.
     """
-    pkg = prog or getattr(reproduce_fn, "__module__", "package").split(".")[0]
+    pkg = (
+        prog
+        or getattr(reproduce_fn, "package", None)
+        or getattr(reproduce_fn, "__module__", "package").split(".")[0]
+    )
     parser = ArgumentParser(
         prog=f"python -m {pkg}",
         description=f"Run {pkg}'s reproduction of the paper's headline claims and write a report.",
@@ -556,8 +469,5 @@ def main(
     except (OSError, ValueError) as exc:
         print(f"{parser.prog} reproduce: error: {exc}", file=sys.stderr)
         return 2
-    n_ok = sum(c.supported for c in report.claims)
-    print(
-        f"{pkg}: {n_ok}/{len(report.claims)} claims supported at scale {args.scale}; report in {out}"
-    )
+    print(f"{pkg}: {report.verdict_line()} at scale {args.scale}; report in {out}")
     return 0

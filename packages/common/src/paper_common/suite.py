@@ -26,7 +26,15 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
-from paper_common.reproduce import Report, check_scale, format_value, markdown_table, write_report
+from paper_common.reproduce import (
+    VERDICTS,
+    Report,
+    check_scale,
+    format_value,
+    markdown_table,
+    verdict_line,
+    write_report,
+)
 
 __all__ = [
     "ENTRY_POINT_GROUP",
@@ -69,6 +77,18 @@ class Summary:
     def ok(self) -> bool:
         return all(r.ok for r in self.results)
 
+    @property
+    def n_claims(self) -> int:
+        return sum(len(r.claims) for r in self.results)
+
+    def verdicts(self) -> dict[str, int]:
+        """Verdict counts over every package's claims (as :meth:`Report.verdicts`)."""
+        claims = [c for r in self.results for c in r.claims]
+        counts = {v: sum(c["verdict"] == v for c in claims) for v in VERDICTS}
+        counts["defect"] = sum(bool(c.get("defect")) for c in claims)
+        counts["check"] = sum(c.get("kind") == "check" for c in claims)
+        return counts
+
     def to_markdown(self) -> str:
         lines = ["# Reproduction summary", "", f"Scale `{self.scale}`, seed {self.seed}.", ""]
         if not self.results:
@@ -85,23 +105,25 @@ class Summary:
                     {"package": r.name, "claim": "(failed, see below)", "runtime_s": r.runtime_s}
                 )
             for c in r.claims:
+                low, high = c.get("low"), c.get("high")
                 rows.append(
                     {
                         "package": r.name,
                         "claim": c["statement"],
                         "measured": c["value"],
+                        "interval": "-"
+                        if low is None
+                        else f"[{format_value(low)}, {format_value(high)}]",
                         "target": c["target"],
-                        "supported": c["supported"],
+                        "verdict": ("DEFECT " if c.get("defect") else "") + c["verdict"],
                         "runtime_s": r.runtime_s,
                     }
                 )
-        cols = ["package", "claim", "measured", "target", "supported", "runtime_s"]
+        cols = ["package", "claim", "measured", "interval", "target", "verdict", "runtime_s"]
         lines.append(markdown_table(rows, cols))
-        n_claims = sum(len(r.claims) for r in self.results)
-        n_ok = sum(c["supported"] for r in self.results for c in r.claims)
         n_fail = sum(not r.ok for r in self.results)
         lines += [
-            f"{len(self.results)} packages, {n_fail} failed; {n_ok}/{n_claims} claims supported.",
+            f"{len(self.results)} packages, {n_fail} failed; {verdict_line(self.verdicts(), self.n_claims)}.",
             "",
         ]
         for r in self.results:

@@ -511,7 +511,7 @@ def _lowers_claim(pairs: list[tuple[float, float, str, str, int]]) -> Claim:
         False,
         f"undecided: {len(undecided)} of {len(pairs)} pairs ({names}) have ASR 0 with and without "
         f"RCE, so there was nothing to lower; max over the other pairs {worst[0]:+.2f}"
-        + (" (already >= 0, refuted)" if not claim.supported else "")
+        + (" (already >= 0, refuted)" if not claim.point_check else "")
         + f"; {detail}",
     )
 

@@ -300,7 +300,7 @@ def _timing_claims(rows: Sequence[dict[str, Any]], cfg: Scale) -> list[Claim]:
         f"median delays LayerNorm + uniform {d_lnu}, LayerNorm {d_ln}, sphere + uniform {d_su} steps; "
         f"delays below the {ev}-step eval interval count as one interval",
     )  # fmt: skip
-    claims.append(replace(uniform, supported=uniform.supported and all_reach))
+    claims.append(replace(uniform, point_check=bool(uniform.point_check and all_reach)))
     # 3. a * b
     claims.append(_ratio_claim(rows, mul, f"a * b mod {cfg.p}", cfg.steps, ev))
     return claims
@@ -354,7 +354,7 @@ def reproduce(
         metric=f"sphere's median test accuracy on S{cfg.perm_n} when train accuracy first reaches 0.99 "
                "(or peaks, if it never does)",
         value=sn_test, target=f"<= 0.05 (Z_p: >= 0.2; S{cfg.perm_n} at the budget: <= 0.10)",
-        supported=bool(ok),
+        point_check=bool(ok),
         note=f"Z_p (a + b): median {_median(np.array(zp)):.3f}; S{cfg.perm_n}: median {sn_test:.4f}, "
              f"largest final test accuracy {sn_final:.4f} after {cfg.perm_steps} steps; training accuracy "
              f"reached 0.99 in {reached}/{len(sn)} seeds"
