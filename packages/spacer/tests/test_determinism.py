@@ -49,7 +49,7 @@ def test_error_ratio_exact_cases():
 
 def test_claim_ratios_with_exact_methods_do_not_divide_by_zero():
     # 35 distinct ids in 100 slots: every prediction-based method is exact (weighted error 0)
-    from spacer.reproduce import _grid
+    from spacer.reproduce import grid as _grid
 
     B = 200
     grid = _grid(zipf_stream(20_000, 2_000, 3.0), B, 0, 1 << 14)
