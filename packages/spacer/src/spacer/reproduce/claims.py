@@ -115,7 +115,9 @@ def _fmt(per_exponent: dict[float, list[float]]) -> str:
 
 
 def _over(n: int) -> str:
-    return f"95% t-interval of log ratios over {n} seeds per exponent; the largest per-exponent ratio"
+    return (
+        f"95% t-interval of log ratios over {n} seeds per exponent; the largest per-exponent ratio"
+    )
 
 
 def decide_claims(res: Results, cfg: Scale) -> list[Claim]:
