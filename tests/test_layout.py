@@ -34,7 +34,14 @@ def test_paper_member_registers_reproduce(member: Member):
     project = member.pyproject["project"]
     eps = project.get("entry-points", {}).get(ENTRY_POINT_GROUP, {})
     assert eps == {member.import_name: f"{member.import_name}.reproduce:reproduce"}
-    assert (member.path / "src" / member.import_name / "reproduce.py").is_file()
+    src = member.path / "src" / member.import_name
+    # the experiment: one module, or the reproduce/ subpackage every package moves to
+    if (src / "reproduce").is_dir():
+        for part in ("__init__.py", "scales.py", "run.py", "claims.py", "figures.py"):
+            assert (src / "reproduce" / part).is_file(), f"{member.folder}: reproduce/{part}"
+        assert not (src / "reproduce.py").exists()
+    else:
+        assert (src / "reproduce.py").is_file()
     deps = [re.split(r"[\s\[<>=!~;]", d, maxsplit=1)[0] for d in project.get("dependencies", [])]
     assert "paper-common" in deps
     assert member.pyproject["tool"]["uv"]["sources"]["paper-common"] == {"workspace": True}

@@ -167,3 +167,41 @@ def test_bounds_less_and_decide_all_are_three_valued():
     assert decide_all([True, None]) is None
     assert decide_all([None, False]) is False
     assert decide_all([]) is True
+
+
+def test_log_t_interval_is_the_geometric_interval_and_handles_exact_replicates():
+    from paper_common.stats import log_t_interval
+
+    ci = log_t_interval([514.0, 686.0, 5210.0])
+    assert ci.estimate == pytest.approx((514.0 * 686.0 * 5210.0) ** (1 / 3))
+    assert 0 < ci.low < 514.0
+    assert ci.high > 5210.0  # a t-interval of the raw values would reach far below 0
+    assert log_t_interval([3.0, 3.0]).low == 3.0
+    zero = log_t_interval([0.0, 0.2, 0.1])  # a method exact in one replicate: no log
+    assert (zero.estimate, zero.low, zero.high) == (0.1, 0.0, 0.2)
+    assert log_t_interval([1.0, np.inf]).high == np.inf
+    with pytest.raises(ValueError, match="NaN"):
+        log_t_interval([1.0, np.nan])
+    with pytest.raises(ValueError, match="2 replicates"):
+        log_t_interval([1.0])
+
+
+def test_proportion_interval_is_exact_binomial():
+    from paper_common.stats import proportion_interval
+
+    ci = proportion_interval(0, 10)
+    assert ci.low == 0.0
+    assert ci.high == pytest.approx(1 - 0.025 ** (1 / 10))  # Clopper-Pearson closed form at 0
+    assert proportion_interval(5, 10).estimate == 0.5
+    with pytest.raises(ValueError, match="successes"):
+        proportion_interval(11, 10)
+
+
+def test_t_interval_matches_the_t_quantile():
+    from paper_common.stats import t_interval
+
+    ci = t_interval([1.0, 2.0, 3.0], confidence=0.9)
+    from scipy import stats
+
+    half = stats.t.ppf(0.95, 2) * 1.0 / np.sqrt(3)
+    assert (ci.low, ci.high) == pytest.approx((2.0 - half, 2.0 + half))

@@ -12,6 +12,7 @@ from screening import (
     ScreenTop,
     ScreenUncertain,
     brute_force_plan,
+    is_contiguous,
     is_margin_window,
     load_scores_csv,
     local_search,
@@ -29,7 +30,7 @@ def test_structured_optimum_equals_brute_force(seed, n, data):
     brute = brute_force_plan(p, k, m)
     opt = OptimalPlanner(search="all").plan(p, k, m)
     assert opt.expected_value == pytest.approx(brute.expected_value, abs=1e-9)
-    assert is_margin_window(p, opt.screened)
+    assert is_margin_window(p, opt.screened, k)
     assert OptimalPlanner().plan(p, k, m).expected_value == pytest.approx(
         brute.expected_value, abs=1e-9
     )
@@ -106,3 +107,23 @@ def test_bad_input_and_csv_loader(tmp_path):
         load_scores_csv(tmp_path / "bad.csv")
     with pytest.raises(ValueError, match="needs columns"):
         load_scores_csv(tmp_path / "s.csv", score_col="risk")
+
+
+def test_margin_window_must_touch_the_cut_off():
+    # was: contiguity only, so a block at the top of the ranking (screen top) counted as a margin
+    # window and claim 1 could not fail
+    p = np.linspace(0.95, 0.05, 20)
+    assert is_contiguous(p, [0, 1, 2])
+    assert not is_margin_window(p, [0, 1, 2], coverage=8)  # the top, K = 8 > m = 3
+    assert is_margin_window(p, [0, 1, 2], coverage=2)  # K <= m: the top block touches the cut-off
+    assert is_margin_window(p, [6, 7, 8], coverage=8)  # straddles rank 8
+    assert is_margin_window(p, [8, 9, 10], coverage=8)  # just below the cut-off
+    assert is_margin_window(p, [5, 6, 7], coverage=8)  # just above it
+    assert not is_margin_window(p, [12, 13, 14], coverage=8)  # far below
+    assert not is_margin_window(p, [7, 9, 10], coverage=8)  # not contiguous
+    tied = np.array([0.9, 0.5, 0.5, 0.5, 0.5, 0.1])  # any two of the 0.5s touch K = 3
+    assert is_margin_window(tied, [3, 4], coverage=3)
+    assert is_contiguous(tied, [0, 2])  # 0.9 then one of the 0.5s: was refused (plateau counted)
+    assert not is_contiguous(tied, [0, 5])  # 0.5s lie strictly between
+    with pytest.raises(ValueError, match="coverage"):
+        is_margin_window(p, [1], coverage=-1)

@@ -40,6 +40,12 @@ def test_calibrated_scores_are_calibrated_on_held_out_units():
 def test_smoke_reproduce(tmp_path):
     report = reproduce("smoke", out_dir=tmp_path / "r")
     assert len(report.claims) == 5
+    for c in report.claims:  # a verdict on an interval, with both controls
+        assert c.verdict in ("supported", "refuted", "inconclusive")
+        assert c.interval
+        assert c.positive is not None
+        assert c.negative is not None
+    assert [c.kind for c in report.claims].count("check") == 1  # the planner vs brute force
     assert Report.from_json(tmp_path / "r").package == "screening"
     assert (tmp_path / "r" / "gain_vs_uncertainty.png").exists()
     with pytest.raises(ValueError, match="scale"):

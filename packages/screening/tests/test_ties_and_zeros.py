@@ -59,11 +59,22 @@ def test_efficiency_ratio_rules():
     assert math.isnan(efficiency_ratio(float("nan"), 0.1))
 
 
+def _summary(ratios: dict[str, list[float]], auroc: float = 0.8) -> list[dict]:
+    return [
+        {"replicate": i, "application": app, "ratio": r, "auroc": auroc + 0.01 * i,
+         "no-uncertainty ratio": 1.0}
+        for app, rs in ratios.items()
+        for i, r in enumerate(rs)
+    ]  # fmt: skip
+
+
 def test_application_claim_is_undecided_when_a_ratio_is_undefined():
-    claim = application_claim({"a": 1.3, "b": float("nan")})
+    claim = application_claim(_summary({"a": [1.3, 1.4, 1.35], "b": [1.5, float("nan"), 1.4]}))
     assert claim.value is None
-    assert not claim.point_check
-    assert claim.note.startswith("undecided")
-    ok = application_claim({"a": 1.3, "b": math.inf})
-    assert ok.value == pytest.approx(1.3)
-    assert ok.point_check
+    assert claim.verdict == "inconclusive"
+    assert "undefined" in claim.reason
+    # only targeting alone covers nobody in one seed (x/0 = inf): that application's interval
+    # is unbounded above and the other decides
+    ok = application_claim(_summary({"a": [1.3, 1.4, 1.35], "b": [math.inf, 2.0, 2.1]}))
+    assert ok.value == pytest.approx((1.3 * 1.4 * 1.35) ** (1 / 3))
+    assert ok.verdict == "supported"

@@ -21,8 +21,10 @@ __all__ = [
     "censored_median",
     "cohens_d",
     "decide_all",
+    "log_t_interval",
     "median_bounds",
     "paired_comparison",
+    "proportion_interval",
     "ratio_bounds",
     "t_interval",
 ]
@@ -105,6 +107,49 @@ def t_interval(values: ArrayLike, confidence: float = 0.95) -> ConfidenceInterva
         return ConfidenceInterval(mean, mean, mean, confidence)
     half = float(sps.t.ppf(0.5 + confidence / 2, x.size - 1) * x.std(ddof=1) / np.sqrt(x.size))
     return ConfidenceInterval(mean, mean - half, mean + half, confidence)
+
+
+def log_t_interval(values: ArrayLike, confidence: float = 0.95) -> ConfidenceInterval:
+    """Interval of a positive ratio over a few replicates (seeds): the geometric mean and the
+    t-interval of the log ratios, exponentiated, so the interval stays positive and a 10x spread is
+    symmetric. A replicate where the ratio is 0 (the numerator exact) or ``inf`` (only the
+    denominator exact) has no log: the interval is then the range of the replicates and the estimate
+    their median. Equal replicates give the point.
+
+    >>> ci = log_t_interval([2.0, 8.0, 4.0])
+    >>> round(ci.estimate, 6), ci.low < 2.0, ci.high > 8.0
+    (4.0, True, True)
+    >>> str(log_t_interval([0.0, 0.5, 0.0]))
+    '0 [0, 0.5]'
+    """
+    v = np.asarray(values, dtype=float)
+    if v.ndim != 1 or v.size < 2:
+        raise ValueError(f"values must be 1-D with at least 2 replicates; got shape {v.shape}")
+    if np.isnan(v).any() or (v < 0).any():
+        raise ValueError(f"ratios must be >= 0 and not NaN; got {v.tolist()}")
+    if np.ptp(v) == 0:
+        return ConfidenceInterval(float(v[0]), float(v[0]), float(v[0]), confidence)
+    if (v == 0).any() or np.isinf(v).any():
+        return ConfidenceInterval(float(np.median(v)), float(v.min()), float(v.max()), confidence)
+    ci = t_interval(np.log(v), confidence)
+    return ConfidenceInterval(
+        float(np.exp(ci.estimate)), float(np.exp(ci.low)), float(np.exp(ci.high)), confidence
+    )
+
+
+def proportion_interval(
+    successes: int, trials: int, confidence: float = 0.95
+) -> ConfidenceInterval:
+    """Exact (Clopper-Pearson) interval of a share ``successes / trials``.
+
+    >>> ci = proportion_interval(300, 300)
+    >>> ci.estimate, round(ci.low, 4), ci.high
+    (1.0, 0.9878, 1.0)
+    """
+    if not 0 <= successes <= trials or trials < 1:
+        raise ValueError(f"need 0 <= successes <= trials and trials >= 1; got {successes}/{trials}")
+    ci = sps.binomtest(int(successes), int(trials)).proportion_ci(confidence, method="exact")
+    return ConfidenceInterval(successes / trials, float(ci.low), float(ci.high), confidence)
 
 
 def cohens_d(a: ArrayLike, b: ArrayLike, paired: bool = False) -> float:

@@ -17,6 +17,7 @@ from screening.planners import (
     ScreenTop,
     ScreenUncertain,
     brute_force_plan,
+    is_contiguous,
     is_margin_window,
     local_search,
 )
@@ -55,6 +56,7 @@ __all__ = [
     "brute_force_plan",
     "calibrated_scores",
     "demining_population",
+    "is_contiguous",
     "is_margin_window",
     "load_scores_csv",
     "local_search",

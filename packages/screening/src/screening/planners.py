@@ -27,6 +27,7 @@ __all__ = [
     "ScreenUncertain",
     "brute_force_plan",
     "first_near_max",
+    "is_contiguous",
     "is_margin_window",
     "local_search",
 ]
@@ -232,15 +233,42 @@ def brute_force_plan(p: ArrayLike, coverage: int, screen_budget: int) -> Plan:
     return Plan(arr, np.array(best, np.int64), int(coverage), v.mean, v.var)
 
 
-def is_margin_window(p: ArrayLike, screened: ArrayLike) -> bool:
-    """Whether ``screened`` is a contiguous block of ranks in score order (ties allowed either way)."""
+def is_contiguous(p: ArrayLike, screened: ArrayLike) -> bool:
+    """Whether ``screened`` is a contiguous block of ranks in score order under some ordering of
+    tied scores: every unit scored strictly between the block's lowest and highest score is in it
+    (units tied with its ends may be ranked on either side, so a part of a plateau is contiguous)."""
     arr = np.asarray(p, float)
-    s = np.asarray(screened, np.int64)
+    s = np.unique(np.asarray(screened, np.int64))
     if s.size == 0:
         return True
     lo, hi = arr[s].min(), arr[s].max()
-    inside = (arr >= lo) & (arr <= hi)
-    return int(inside.sum()) == s.size
+    strictly_inside = (arr > lo) & (arr < hi)
+    return int(strictly_inside.sum()) == int(strictly_inside[s].sum())
+
+
+def is_margin_window(p: ArrayLike, screened: ArrayLike, coverage: int) -> bool:
+    """Whether ``screened`` is the structure of the paper's optimum: a contiguous block of ranks
+    that touches the algorithmic cut-off ``coverage`` (K), so that every unit ranked above it is
+    targeted directly. With ``above`` the units scored strictly above the block and ``through`` the
+    units scored at least its lowest score: ``above <= K <= through`` (ties count either way).
+
+    A block at the top of the ranking with ``K > m`` is contiguous but not at the margin:
+
+    >>> p = [0.9, 0.8, 0.7, 0.6, 0.5, 0.4]
+    >>> is_margin_window(p, [0, 1], coverage=4), is_margin_window(p, [3, 4], coverage=4)
+    (False, True)
+    """
+    arr = np.asarray(p, float)
+    s = np.asarray(screened, np.int64)
+    if isinstance(coverage, bool) or not isinstance(coverage, int | np.integer) or coverage < 0:
+        raise ValueError(f"coverage must be a non-negative int; got {coverage!r}")
+    if s.size == 0:
+        return True
+    if not is_contiguous(arr, s):
+        return False
+    above = int(np.sum(arr > arr[s].max()))
+    through = int(np.sum(arr >= arr[s].min()))
+    return above <= coverage <= through
 
 
 def local_search(p: ArrayLike, coverage: int, plan: Plan, max_rounds: int = 20) -> Plan:

@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from paper_common import Claim, Control
-from paper_common.stats import t_interval
+from paper_common.stats import log_t_interval
 from spacer.reproduce.run import (
     LEARNED,
     ORACLE_METHODS,
@@ -69,19 +69,14 @@ def _best(by: dict, a: float, b: int, names: Sequence[str]) -> float:
 
 
 def seed_interval(values: Sequence[float]) -> Interval:
-    """Geometric mean and 95% interval over replicates of a ratio (> 0): the t-interval of the log
-    ratios, exponentiated, so the interval stays positive and a 10x spread is symmetric. A
-    replicate where a method is exact (ratio 0) or only the reference is (ratio inf) has no log: the
-    interval is then the range of the replicates, ``(median, min, max)``."""
+    """Geometric mean and 95% interval over replicates of a ratio (:func:`~paper_common.stats.
+    log_t_interval`: the t-interval of the logs; the replicates' range when one is 0 or inf);
+    NaN when a ratio is undefined."""
     v = np.asarray(values, dtype=float)
     if np.isnan(v).any():
         return math.nan, math.nan, math.nan
-    if np.ptp(v) == 0:  # equal replicates (both methods exact, say): the point, without rounding
-        return float(v[0]), float(v[0]), float(v[0])
-    if (v <= 0).any() or not np.isfinite(v).all():
-        return float(np.median(v)), float(v.min()), float(v.max())
-    ci = t_interval(np.log(v))
-    return math.exp(ci.estimate), math.exp(ci.low), math.exp(ci.high)
+    ci = log_t_interval(v)
+    return ci.estimate, ci.low, ci.high
 
 
 def worst_over(per_exponent: dict[float, list[float]], larger_is_worse: bool = True) -> Interval:

@@ -1,0 +1,92 @@
+"""The claims' verdicts on planted results: each control can fail and each rule can refute."""
+
+import numpy as np
+import pytest
+
+from screening.reproduce import application_claim, rho_interval
+from screening.reproduce.claims import structure_claim, uncertainty_claim
+from screening.reproduce.run import Results
+
+
+def _structure(windows=100, top_windows=30, top_contiguous=100, valuable=90, n=100) -> Results:
+    res = Results(seeds=[1, 2, 3])
+    for _ in range(3):
+        res.structure.append(
+            {"n": n, "windows": windows, "top_windows": top_windows, "valuable": valuable,
+             "top_contiguous": top_contiguous, "gap": 0.0, "top_gap": 0.4}
+        )  # fmt: skip
+    return res
+
+
+def test_structure_claim_supported_refuted_and_controlled():
+    ok = structure_claim(_structure())
+    assert ok.verdict == "supported"
+    assert ok.negative.verdict == "refuted"
+    assert "100%" in ok.note  # the old contiguity-only rule passed screen-top every time
+    assert structure_claim(_structure(windows=60)).verdict == "refuted"
+    useless = structure_claim(_structure(valuable=10))  # screening rarely has value: no test
+    assert useless.verdict == "inconclusive"
+    assert "positive control" in useless.reason
+    # the old rule: contiguity alone, which screen-top's plans meet, so the claim could not fail
+    defect = structure_claim(_structure(top_windows=100))
+    assert defect.defect
+    assert defect.verdict == "inconclusive"
+
+
+def _sweep(gain_of) -> Results:
+    res = Results(seeds=[1, 2, 3])
+    unc = np.linspace(0.02, 0.2, 17)
+    for rep in range(3):
+        for u in unc:
+            res.sweep.append({"margin p(1-p)": u + 0.001 * rep, "gain vs no screening": gain_of(u)})
+    return res
+
+
+def test_uncertainty_claim_needs_a_strong_correlation_and_a_varied_cause():
+    assert uncertainty_claim(_sweep(lambda u: 10 * u)).verdict == "supported"
+    assert uncertainty_claim(_sweep(lambda u: -u)).verdict == "refuted"
+    flat = _sweep(lambda u: 1.0)
+    assert uncertainty_claim(flat).verdict == "inconclusive"  # rho undefined
+    narrow = _sweep(lambda u: u)
+    for r in narrow.sweep:
+        r["margin p(1-p)"] = 0.1 + r["margin p(1-p)"] / 100  # spans a factor < 2
+    claim = uncertainty_claim(narrow)
+    assert claim.verdict == "inconclusive"
+    assert "varies the cause" in claim.reason
+
+
+def test_rho_interval_brackets_the_estimate():
+    x = np.arange(40.0)
+    y = x + np.random.default_rng(0).normal(0, 10, 40)
+    rho, low, high = rho_interval(x, y)
+    assert low < rho < high
+    assert np.isnan(rho_interval(x, np.ones(40))[1])
+
+
+def test_application_claim_controls():
+    rows = [
+        {"replicate": i, "application": app, "ratio": 1.4 + 0.02 * i, "auroc": auc,
+         "no-uncertainty ratio": 1.0}
+        for app in ("a", "b") for i, auc in enumerate((0.8, 0.82, 0.79))
+    ]  # fmt: skip
+    assert application_claim(rows).verdict == "supported"
+    blind = [{**r, "auroc": 0.5 + 0.01 * r["replicate"]} for r in rows]
+    assert application_claim(blind).verdict == "inconclusive"  # the scores carry no signal
+    trivial = [{**r, "no-uncertainty ratio": 1.4} for r in rows]  # gains without uncertainty
+    assert application_claim(trivial).defect
+
+
+def test_a_margin_window_attains_a_tied_optimum_the_brute_force_did_not_pick():
+    from screening import brute_force_plan, is_margin_window
+    from screening.reproduce.run import best_margin_window
+
+    # K = 1, m = 2: several screening sets tie; the brute force keeps the first by unit id, which
+    # here is not contiguous (ranks 0 and 2), yet the block of ranks 0-1 has the same value
+    p = np.array([0.618, 0.388, 0.304, 0.266, 0.248, 0.201, 0.162, 0.121, 0.009, 0.005])
+    perm = np.random.default_rng(3).permutation(p.size)
+    q = p[perm]
+    brute = brute_force_plan(q, 1, 2)
+    assert best_margin_window(q, 1, 2) == pytest.approx(brute.expected_value, abs=1e-12)
+    ranks = np.argsort(np.argsort(-q))
+    assert sorted(ranks[brute.screened].tolist()) == [0, 2]
+    assert not is_margin_window(q, brute.screened, 1)  # the old measurement counted this a miss
