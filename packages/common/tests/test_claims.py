@@ -1,5 +1,6 @@
 """The three-valued verdict: the interval rule, both controls, defects, and old reports."""
 
+import dataclasses
 import json
 
 import numpy as np
@@ -101,7 +102,23 @@ def test_negative_control_that_passes_is_a_defect():
     )
     assert report.verdicts()["defect"] == 1
     assert "1 DEFECT" in report.verdict_line()
+    check = dataclasses.replace(claim((0.08, 0.2)), kind="check")
+    both = Report(
+        package="demo", title="t", scale="smoke", seed=0, claims=[check, claim((0.08, 0.2))]
+    )
+    assert both.verdicts()["supported"] == 1  # the check is counted apart from paper claims
+    assert (
+        "1 supported, 0 refuted, 0 inconclusive of 1 paper claims; 1 of 1 checks"
+        in both.verdict_line()
+    )
     assert "**DEFECT** inconclusive" in report.to_markdown()
+
+
+def test_a_refuted_claim_stays_refuted_when_its_negative_control_passes():
+    c = claim((-0.1, 0.02), negative=Control.negative("null", 0.3, (0.25, 0.35)))
+    assert c.verdict == "refuted"
+    assert c.defect  # still flagged: the control was not a case where the claim must fail
+    assert "DEFECT" in c.reason
 
 
 def test_negative_control_undecided_or_missing_blocks_support_but_not_refutation():
@@ -164,3 +181,39 @@ def test_round_trip_and_old_two_valued_reports(tmp_path):
     assert claim_old.point_check is True
     assert claim_old.verdict == "inconclusive"
     assert "before verdicts" in claim_old.reason
+
+
+def test_a_supported_verdict_cannot_be_asserted_without_its_evidence():
+    # a control holding no number cannot claim to have passed (it used to be trusted)
+    with pytest.raises(ValueError, match="without a measured value"):
+        Control("negative", "x", None, "-", "refuted")
+    with pytest.raises(ValueError, match="without a measured value"):
+        Control("positive", "x", None, "-", "supported")
+    with pytest.raises(ValueError, match="interval_verdict"):
+        combine("Supported", passed_positive(), refuted_negative())  # type: ignore[arg-type]
+    ok = claim((0.08, 0.2))
+    assert (ok.op, ok.target_value) == (">", 0.05)
+    # an interval outside its own target cannot be stored as supported, nor one without a rule
+    for bad in ({"low": 0.0, "high": 0.0}, {"low": np.nan, "high": np.nan}, {"op": None}):
+        with pytest.raises(ValueError, match="wholly inside"):
+            dataclasses.replace(ok, **bad)
+    data = ok.to_dict()
+    data["low"], data["high"] = 0.01, 0.02  # an edited report.json: the verdict no longer follows
+    with pytest.raises(ValueError, match="wholly inside"):
+        Claim.from_dict(data)
+
+
+def test_numpy_numbers_are_accepted():
+    c = Claim.decide(
+        "s", "m", np.float32(0.1), (np.float64(0.08), np.float32(0.2)), ">", np.int64(0),
+        positive=passed_positive(), negative=refuted_negative(), method="m",
+    )  # fmt: skip
+    assert c.value == pytest.approx(0.1)
+    assert isinstance(c.low, float)
+
+
+def test_undecided_negative_says_why():
+    nan_null = claim((0.08, 0.2), negative=Control.negative("null", float("nan")))
+    assert "undefined" in nan_null.reason
+    across = claim((0.08, 0.2), negative=Control.negative("null", 0.04, (0.0, 0.08)))
+    assert "straddles" in across.reason

@@ -54,6 +54,19 @@ def test_entry_point_drives_the_command_line(tmp_path, capsys):
     assert "demo: 0 supported" in capsys.readouterr().out
 
 
+def test_a_negative_seed_is_one_line_on_the_command_line(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(
+            reproduce,
+            ["reproduce", "--scale", "smoke", "--seed", "-1", "--out", str(tmp_path / "o")],
+        )
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1
+    assert "non-negative" in err
+    assert not (tmp_path / "o").exists()
+
+
 def test_bad_input():
     with pytest.raises(ValueError, match="scale"):
         reproduce("medium")

@@ -69,12 +69,9 @@ def test_supported_needs_every_claim():
     report = make_report(with_figure=False)
     assert not report.supported  # two-valued claims are never supported
     assert report.verdicts() == {
-        "supported": 0,
-        "refuted": 0,
-        "inconclusive": 2,
-        "defect": 0,
-        "check": 0,
-    }
+        "supported": 0, "refuted": 0, "inconclusive": 2, "paper": 2, "check": 0,
+        "check_supported": 0, "defect": 0,
+    }  # fmt: skip
     assert not Report(package="demo", title="t", scale="smoke", seed=0).supported  # no claims
 
 
@@ -89,7 +86,7 @@ def test_write_report_round_trips(tmp_path):
     assert json.loads((out / "report.json").read_text())["supported"] is False
     md = (out / "report.md").read_text()
     assert "| Ours beats the baseline. | error ratio | 0.8 | - | < 1 | inconclusive | yes |" in md
-    assert "0 supported, 0 refuted, 2 inconclusive of 2 claims" in md
+    assert "0 supported, 0 refuted, 2 inconclusive of 2 paper claims" in md
     assert "![curve](curve.png)" in md
     # a report loaded from JSON can be written again elsewhere; the figure it names is carried over
     again = write_report(loaded, out)
@@ -156,7 +153,7 @@ def test_main_writes_report(tmp_path, capsys):
     loaded = Report.from_json(tmp_path / "o")
     assert (loaded.scale, loaded.seed) == ("smoke", 4)
     assert loaded.claims[0].value == pytest.approx(np.random.default_rng(4).normal())
-    assert "0 supported, 0 refuted, 1 inconclusive of 1 claims" in capsys.readouterr().out
+    assert "0 supported, 0 refuted, 1 inconclusive of 1 paper claims" in capsys.readouterr().out
 
 
 def test_main_bad_input_is_one_line_and_writes_nothing(tmp_path, capsys):

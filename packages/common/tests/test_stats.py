@@ -177,9 +177,13 @@ def test_log_t_interval_is_the_geometric_interval_and_handles_exact_replicates()
     assert 0 < ci.low < 514.0
     assert ci.high > 5210.0  # a t-interval of the raw values would reach far below 0
     assert log_t_interval([3.0, 3.0]).low == 3.0
-    zero = log_t_interval([0.0, 0.2, 0.1])  # a method exact in one replicate: no log
-    assert (zero.estimate, zero.low, zero.high) == (0.1, 0.0, 0.2)
-    assert log_t_interval([1.0, np.inf]).high == np.inf
+    zero = log_t_interval([0.0, 0.2, 0.1])  # a method exact in one replicate: log -inf
+    assert (zero.estimate, zero.low, zero.high) == (0.1, 0.0, np.inf)
+    # more extreme data never gives a narrower interval (the replicates' range did)
+    finite, infinite = log_t_interval([1.2, 1.5, 1e6]), log_t_interval([1.2, 1.5, np.inf])
+    assert infinite.low <= finite.low
+    assert infinite.high >= finite.high
+    assert log_t_interval([np.inf, np.inf]).low == np.inf
     with pytest.raises(ValueError, match="NaN"):
         log_t_interval([1.0, np.nan])
     with pytest.raises(ValueError, match="2 replicates"):

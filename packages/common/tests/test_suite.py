@@ -117,7 +117,8 @@ def test_cli_list_and_reproduce(demo_dist, tmp_path):
     )
     assert res.returncode == 0, res.stderr
     assert (
-        "1 packages run, 0 failed; 0 supported, 0 refuted, 1 inconclusive of 1 claims" in res.stdout
+        "1 packages run, 0 failed; 0 supported, 0 refuted, 1 inconclusive of 1 paper claims"
+        in res.stdout
     )
     assert (tmp_path / "res" / "demo_ok" / "report.md").exists()
 

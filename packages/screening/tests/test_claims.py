@@ -8,12 +8,12 @@ from screening.reproduce.claims import structure_claim, uncertainty_claim
 from screening.reproduce.run import Results
 
 
-def _structure(windows=100, top_windows=30, top_contiguous=100, valuable=90, n=100) -> Results:
+def _structure(windows=100, far_windows=10, valuable=90, n=100) -> Results:
     res = Results(seeds=[1, 2, 3])
     for _ in range(3):
         res.structure.append(
-            {"n": n, "windows": windows, "top_windows": top_windows, "valuable": valuable,
-             "top_contiguous": top_contiguous, "gap": 0.0, "top_gap": 0.4}
+            {"n": n, "windows": windows, "far_windows": far_windows, "top_windows": 30,
+             "valuable": valuable, "top_contiguous": 100, "gap": 0.0, "top_gap": 0.4}
         )  # fmt: skip
     return res
 
@@ -27,8 +27,8 @@ def test_structure_claim_supported_refuted_and_controlled():
     useless = structure_claim(_structure(valuable=10))  # screening rarely has value: no test
     assert useless.verdict == "inconclusive"
     assert "positive control" in useless.reason
-    # the old rule: contiguity alone, which screen-top's plans meet, so the claim could not fail
-    defect = structure_claim(_structure(top_windows=100))
+    # a block away from the cut-off does as well: the structure would say nothing
+    defect = structure_claim(_structure(far_windows=100))
     assert defect.defect
     assert defect.verdict == "inconclusive"
 
@@ -37,8 +37,11 @@ def _sweep(gain_of) -> Results:
     res = Results(seeds=[1, 2, 3])
     unc = np.linspace(0.02, 0.2, 17)
     for rep in range(3):
-        for u in unc:
-            res.sweep.append({"margin p(1-p)": u + 0.001 * rep, "gain vs no screening": gain_of(u)})
+        for i, u in enumerate(unc):
+            res.sweep.append(
+                {"population": "PMT", "level": i, "margin p(1-p)": u + 0.001 * rep,
+                 "gain vs no screening": gain_of(u)}
+            )  # fmt: skip
     return res
 
 
@@ -90,3 +93,13 @@ def test_a_margin_window_attains_a_tied_optimum_the_brute_force_did_not_pick():
     ranks = np.argsort(np.argsort(-q))
     assert sorted(ranks[brute.screened].tolist()) == [0, 2]
     assert not is_margin_window(q, brute.screened, 1)  # the old measurement counted this a miss
+
+
+def test_rho_interval_resamples_whole_groups():
+    x = np.repeat(np.arange(10.0), 3)
+    y = x + np.tile([0.0, 0.1, -0.1], 10)
+    rho, low, high = rho_interval(x, y, groups=np.repeat(np.arange(10), 3))
+    assert rho > 0.95
+    assert 0.9 < low <= high <= 1.0
+    with pytest.raises(ValueError, match="same size"):
+        rho_interval(x[:-1], y[:-1], groups=np.repeat(np.arange(10), 3)[:-1])

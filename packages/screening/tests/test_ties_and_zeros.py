@@ -73,8 +73,11 @@ def test_application_claim_is_undecided_when_a_ratio_is_undefined():
     assert claim.value is None
     assert claim.verdict == "inconclusive"
     assert "undefined" in claim.reason
-    # only targeting alone covers nobody in one seed (x/0 = inf): that application's interval
-    # is unbounded above and the other decides
-    ok = application_claim(_summary({"a": [1.3, 1.4, 1.35], "b": [math.inf, 2.0, 2.1]}))
+    ok = application_claim(_summary({"a": [1.3, 1.4, 1.35], "b": [1.9, 2.0, 2.1]}))
     assert ok.value == pytest.approx((1.3 * 1.4 * 1.35) ** (1 / 3))
     assert ok.verdict == "supported"
+    # only targeting alone covers nobody in one seed (x/0 = inf): the log interval of that
+    # application is [0, inf] (a replicate at inf has no finite spread), so nothing is decided
+    wild = application_claim(_summary({"a": [1.3, 1.4, 1.35], "b": [math.inf, 2.0, 2.1]}))
+    assert wild.low == 0.0
+    assert wild.verdict == "inconclusive"

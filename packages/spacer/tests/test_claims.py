@@ -100,8 +100,8 @@ def test_intervals_over_seeds_are_on_the_log_scale_and_handle_exact_references()
     assert 0 < low < 514.0
     assert high > 5210.0
     assert seed_interval([2.0, 8.0, 4.0])[0] == pytest.approx(4.0)
-    assert seed_interval([1.0, math.inf, 2.0]) == (2.0, 1.0, math.inf)  # only the reference exact
-    assert seed_interval([0.0, 0.0, 0.5]) == (0.0, 0.0, 0.5)  # the method exact in two seeds
+    assert seed_interval([1.0, math.inf, 2.0]) == (2.0, 0.0, math.inf)  # only the reference exact
+    assert seed_interval([0.0, 0.0, 0.5]) == (0.0, 0.0, math.inf)  # the method exact in two seeds
     assert math.isnan(seed_interval([1.0, math.nan, 1.0])[0])
     est, low, high = worst_over({0.5: [1.0, 1.1, 1.2], 1.0: [3.0, 3.0, 3.0]})
     assert (est, low, high) == (3.0, 3.0, 3.0)
@@ -109,3 +109,9 @@ def test_intervals_over_seeds_are_on_the_log_scale_and_handle_exact_references()
     assert est == pytest.approx((1.0 * 1.1 * 1.2) ** (1 / 3))
     assert low < 1.1 < high
     assert set(LEARNED) <= set(PREDICTION_BASED)
+
+
+def test_worst_over_is_undefined_when_any_exponent_is_whatever_the_order():
+    a = worst_over({0.5: [math.nan, 1.0, 1.0], 1.0: [2.0, 2.1, 2.2]})
+    b = worst_over({1.0: [2.0, 2.1, 2.2], 0.5: [math.nan, 1.0, 1.0]})
+    assert all(math.isnan(x) for x in a + b)

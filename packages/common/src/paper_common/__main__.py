@@ -132,7 +132,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(
         f"{len(summary.results)} packages run, {len(failed)} failed"
         + (f" ({', '.join(failed)})" if failed else "")
-        + f"; {verdict_line(summary.verdicts(), summary.n_claims)}; summary in {args.out / 'SUMMARY.md'}"
+        + f"; {verdict_line(summary.verdicts())}; summary in {args.out / 'SUMMARY.md'}"
     )
     return 1 if failed else 0
 

@@ -18,7 +18,9 @@ The rule, :func:`combine`, in order:
 3. the interval across the target: ``inconclusive``; wholly outside: ``refuted``;
 4. wholly inside: ``supported`` only if a negative control ran and came out ``refuted``. A
    negative control that comes out ``supported`` means the rule cannot fail: the claim is
-   ``inconclusive`` and flagged as a **defect** (:attr:`Claim.defect`), whatever its own interval.
+   ``inconclusive`` and flagged as a **defect** (:attr:`Claim.defect`). A claim refuted by its own
+   interval stays ``refuted`` (the rule did fail), and a supported negative control is still
+   flagged: it was not a case where the claim must fail.
 
 A claim built the two-valued way (a point against a threshold, no controls: :meth:`Claim.threshold`,
 :meth:`Claim.decided`, or ``Claim(statement, metric, value, target, point_check)``) keeps the point
@@ -30,9 +32,12 @@ same way: their ``supported`` becomes ``point_check``.
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+import numpy as np
 
 if TYPE_CHECKING:
     from paper_common.stats import Bounds
@@ -91,7 +96,7 @@ def format_value(value: Any) -> str:
 def _number(value: Any, name: str) -> float | None:
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int | float):
+    if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Real):
         raise TypeError(f"{name} must be a float or None; got {type(value).__name__}")
     return float(value)
 
@@ -114,8 +119,13 @@ def decide(low: float | None, high: float | None, op: Ineq, threshold: float) ->
     """
     if op not in (">", ">=", "<", "<="):
         raise ValueError(f"op must be one of >, >=, <, <=; got {op!r}")
-    if not isinstance(threshold, int | float) or math.isnan(threshold):
+    if (
+        isinstance(threshold, bool)
+        or not isinstance(threshold, numbers.Real)
+        or math.isnan(threshold)
+    ):
         raise ValueError(f"threshold must be a number; got {threshold!r}")
+    low, high = _number(low, "low"), _number(high, "high")
     if low is None or high is None or math.isnan(low) or math.isnan(high):
         return "inconclusive"
     if low > high:
@@ -161,9 +171,16 @@ class Control:
             raise ValueError(f"Control.verdict must be one of {VERDICTS}; got {self.verdict!r}")
         for name in ("value", "low", "high"):
             object.__setattr__(self, name, _number(getattr(self, name), f"Control.{name}"))
+        if self.missing and self.verdict != "inconclusive":
+            raise ValueError(
+                f"a {self.role} control without a measured value cannot be {self.verdict!r}: "
+                "build it with Control.positive / Control.negative, or Control.absent"
+            )
 
     @property
     def passed(self) -> bool:
+        if self.missing:
+            return False
         return self.verdict == ("supported" if self.role == "positive" else "refuted")
 
     @property
@@ -265,7 +282,10 @@ def combine(
 ) -> tuple[Verdict, str]:
     """The claim's verdict from its interval's verdict and its two controls, with the reason when it
     is not simply the interval's (see the module docstring for the rule)."""
-    if negative is not None and negative.verdict == "supported":
+    if interval_verdict not in VERDICTS:
+        raise ValueError(f"interval_verdict must be one of {VERDICTS}; got {interval_verdict!r}")
+    defect = negative is not None and negative.verdict == "supported"
+    if defect and interval_verdict != "refuted":
         return "inconclusive", (
             "DEFECT: the negative control comes out supported, so this rule cannot fail"
         )
@@ -276,14 +296,22 @@ def combine(
     if not positive.passed:
         why = "missing" if positive.missing else f"{positive.text()}"
         return "inconclusive", f"positive control did not pass ({why})"
-    if interval_verdict == "refuted":
-        return "refuted", ""
+    if interval_verdict == "refuted":  # the rule did fail here; a supported negative is flagged
+        return (
+            "refuted",
+            "the negative control comes out supported (a DEFECT of the control)" if defect else "",
+        )
     if interval_verdict == "inconclusive":
         return "inconclusive", "the interval is undefined or straddles the target"
     if negative is None:
         return "inconclusive", "negative control missing"
     if not negative.passed:
-        why = "missing" if negative.missing else "the rule does not refute it"
+        if negative.missing:
+            why = "missing"
+        elif negative.low is None or math.isnan(negative.low) or math.isnan(negative.high or 0.0):
+            why = "its value is undefined"
+        else:
+            why = "its interval straddles the target"
         return "inconclusive", f"negative control not refuted ({why})"
     return "supported", ""
 
@@ -307,6 +335,8 @@ class Claim:
         kind: ``"paper"`` (a claim of the paper) or ``"check"`` (a property of our own code, such
             as an optimiser reaching a closed form: reported, but not a paper claim).
         reason: why the verdict is what it is when the interval alone did not decide it.
+        op, target_value: the comparison the interval was decided on (``"<="``, ``1.1``), so a
+            ``supported`` verdict can be re-checked; ``None`` for two-valued claims.
     """
 
     statement: str
@@ -323,6 +353,8 @@ class Claim:
     negative: Control | None = None
     kind: Kind = "paper"
     reason: str = field(default="")
+    op: str | None = None
+    target_value: float | None = None
 
     def __post_init__(self) -> None:
         for name in ("statement", "metric", "target"):
@@ -353,16 +385,20 @@ class Claim:
                 )
         if self.verdict not in VERDICTS:
             raise ValueError(f"Claim.verdict must be one of {VERDICTS}; got {self.verdict!r}")
+        object.__setattr__(self, "target_value", _number(self.target_value, "Claim.target_value"))
         if self.verdict == "supported" and (
             self.positive is None
             or not self.positive.passed
             or self.negative is None
             or not self.negative.passed
-            or self.low is None
+            or self.op not in (">", ">=", "<", "<=")
+            or self.target_value is None
+            or decide(self.low, self.high, self.op, self.target_value) != "supported"  # type: ignore[arg-type]
         ):
             raise ValueError(
-                "Claim.verdict 'supported' needs an interval, a passed positive control and a "
-                "refuted negative control: build it with Claim.decide"
+                "Claim.verdict 'supported' needs an interval wholly inside its target (op, "
+                "target_value), a passed positive control and a refuted negative control: build "
+                "it with Claim.decide"
             )
 
     @property
@@ -405,12 +441,13 @@ class Claim:
         if negative is not None:
             if not isinstance(negative, Control) or negative.role != "negative":
                 raise TypeError("negative= takes Control.negative(...) or Control.absent(...)")
-            if not negative.missing:
-                negative = replace(
-                    negative,
-                    target=target,
-                    verdict=decide(negative.low, negative.high, op, threshold),
-                )
+            negative = replace(
+                negative,
+                target="-" if negative.missing else target,
+                verdict="inconclusive"
+                if negative.missing
+                else decide(negative.low, negative.high, op, threshold),
+            )
         verdict, reason = combine(raw, positive, negative)
         v = _number(value, "value")
         point = None if v is None or math.isnan(v) else OPS[op](v, float(threshold))
@@ -429,6 +466,8 @@ class Claim:
             negative=negative,
             kind=kind,
             reason=reason,
+            op=op,
+            target_value=float(threshold),
         )
 
     @classmethod
@@ -511,6 +550,8 @@ class Claim:
             "kind": self.kind,
             "reason": self.reason,
             "defect": self.defect,
+            "op": self.op,
+            "target_value": self.target_value,
             "note": self.note,
         }
 
@@ -547,4 +588,6 @@ class Claim:
             negative=control("negative"),
             kind=data.get("kind", "paper"),
             reason=data.get("reason", ""),
+            op=data.get("op"),
+            target_value=data.get("target_value"),
         )

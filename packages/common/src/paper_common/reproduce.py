@@ -18,7 +18,7 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -42,6 +42,7 @@ __all__ = [
     "Verdict",
     "check_scale",
     "claims_table",
+    "count_verdicts",
     "environment_info",
     "format_value",
     "main",
@@ -126,16 +127,13 @@ class Report:
         return bool(self.claims) and all(c.supported for c in self.claims)
 
     def verdicts(self) -> dict[str, int]:
-        """How many claims have each verdict, and how many are defects (a negative control that
-        came out supported) or checks of our own code rather than paper claims."""
-        counts = {v: sum(c.verdict == v for c in self.claims) for v in VERDICTS}
-        counts["defect"] = sum(c.defect for c in self.claims)
-        counts["check"] = sum(c.kind == "check" for c in self.claims)
-        return counts
+        """Verdict counts: see :func:`count_verdicts`."""
+        return count_verdicts(self.claims)
 
     def verdict_line(self) -> str:
-        """``"2 supported, 1 refuted, 5 inconclusive of 8 claims"`` (with defects if any)."""
-        return verdict_line(self.verdicts(), len(self.claims))
+        """``"2 supported, 1 refuted, 5 inconclusive of 8 paper claims"`` (checks and defects
+        after it, if any)."""
+        return verdict_line(self.verdicts())
 
     def add_claim(self, claim: Claim) -> Claim:
         self.claims.append(claim)
@@ -229,16 +227,35 @@ class Report:
         return "\n".join(lines)
 
 
-def verdict_line(counts: Mapping[str, int], n_claims: int) -> str:
-    """One line of verdict counts, as :meth:`Report.verdict_line` writes it."""
+def count_verdicts(claims: Iterable[Claim | Mapping[str, Any]]) -> dict[str, int]:
+    """How many paper claims have each verdict (``supported``, ``refuted``, ``inconclusive``, of
+    ``paper``), how many claims are checks of our own code (``check``) and how many of those hold
+    (``check_supported``), and how many have a negative control that came out supported
+    (``defect``). Takes claims or their ``to_dict()`` rows."""
+    rows = [
+        (c.verdict, c.kind, c.defect)
+        if isinstance(c, Claim)
+        else (c["verdict"], c.get("kind", "paper"), bool(c.get("defect")))
+        for c in claims
+    ]
+    paper = [r for r in rows if r[1] == "paper"]
+    counts = {v: sum(r[0] == v for r in paper) for v in VERDICTS}
+    counts["paper"] = len(paper)
+    counts["check"] = len(rows) - len(paper)
+    counts["check_supported"] = sum(r[0] == "supported" for r in rows if r[1] == "check")
+    counts["defect"] = sum(r[2] for r in rows)
+    return counts
+
+
+def verdict_line(counts: Mapping[str, int]) -> str:
+    """One line of :func:`count_verdicts`, as :meth:`Report.verdict_line` writes it."""
     parts = [f"{counts.get(v, 0)} {v}" for v in VERDICTS]
-    line = f"{', '.join(parts)} of {n_claims} claims"
-    extra = []
-    if counts.get("defect"):
-        extra.append(f"{counts['defect']} DEFECT (a negative control came out supported)")
+    line = f"{', '.join(parts)} of {counts.get('paper', 0)} paper claims"
     if counts.get("check"):
-        extra.append(f"{counts['check']} of them checks of our own code, not paper claims")
-    return line + (f" ({'; '.join(extra)})" if extra else "")
+        line += f"; {counts['check_supported']} of {counts['check']} checks of our own code hold"
+    if counts.get("defect"):
+        line += f"; {counts['defect']} DEFECT (a negative control came out supported)"
+    return line
 
 
 def claims_table(claims: Sequence[Claim]) -> str:
@@ -411,6 +428,18 @@ class ArgumentParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
 
 
+def _seed_arg(value: str) -> int:
+    try:
+        seed = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"--seed must be a non-negative integer; got {value!r}"
+        ) from None
+    if seed < 0:
+        raise argparse.ArgumentTypeError(f"--seed must be a non-negative integer; got {seed}")
+    return seed
+
+
 def _out_dir_arg(value: str) -> Path:
     if not value.strip():
         raise argparse.ArgumentTypeError("--out must be a directory path")
@@ -446,7 +475,7 @@ def main(
         help="smoke: seconds (tests); quick: <= ~5 min on 2 CPU cores (the README's numbers); "
         "full: the paper's setting, for a GPU or a larger machine (default: quick)",
     )
-    rp.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
+    rp.add_argument("--seed", type=_seed_arg, default=0, help="random seed, >= 0 (default: 0)")
     rp.add_argument(
         "--out",
         type=_out_dir_arg,

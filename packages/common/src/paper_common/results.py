@@ -40,12 +40,15 @@ def load_reports(root: str | os.PathLike[str]) -> dict[str, Report]:
 
 
 def verdict_cell(report: Report | None) -> str:
-    """``"1 / 2 / 5"`` (supported / refuted / inconclusive), ``+ N defect`` when a negative control
-    came out supported, ``-`` without a report."""
+    """``"1 / 2 / 5"``: the paper claims supported / refuted / inconclusive; ``(+1 check)`` for
+    checks of our own code, ``, N defect`` when a negative control came out supported; ``-``
+    without a report."""
     if report is None:
         return "-"
     counts = report.verdicts()
     cell = " / ".join(str(counts[v]) for v in VERDICTS)
+    if counts["check"]:
+        cell += f" (+{counts['check']} check{'s' if counts['check'] > 1 else ''})"
     return cell + (f", {counts['defect']} defect" if counts["defect"] else "")
 
 
@@ -67,7 +70,7 @@ def results_page(reports: Mapping[str, Report], source: str = "docs/packages") -
         "is shown as *point meets target*. See [Architecture](architecture.md#verdicts).",
         "",
     ]
-    total = {v: 0 for v in (*VERDICTS, "defect", "check")}
+    total = {v: 0 for v in (*VERDICTS, "paper", "defect", "check", "check_supported")}
     rows = []
     for name, report in reports.items():
         counts = report.verdicts()
@@ -78,15 +81,15 @@ def results_page(reports: Mapping[str, Report], source: str = "docs/packages") -
                 "package": f"[{name}](#{name})",
                 "scale": report.scale,
                 "seed": report.seed,
-                "claims": len(report.claims),
+                "paper claims": counts["paper"],
                 **{v: counts[v] for v in VERDICTS},
+                "checks of our code": counts["check"],
                 "defects": counts["defect"],
                 "runtime (s)": round(report.runtime_s),
             }
         )
-    n_claims = sum(len(r.claims) for r in reports.values())
     lines += [
-        f"{len(reports)} packages: {verdict_line(total, n_claims)}.",
+        f"{len(reports)} packages: {verdict_line(total)}.",
         "",
         markdown_table(rows),
     ]

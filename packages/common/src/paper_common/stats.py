@@ -113,24 +113,25 @@ def log_t_interval(values: ArrayLike, confidence: float = 0.95) -> ConfidenceInt
     """Interval of a positive ratio over a few replicates (seeds): the geometric mean and the
     t-interval of the log ratios, exponentiated, so the interval stays positive and a 10x spread is
     symmetric. A replicate where the ratio is 0 (the numerator exact) or ``inf`` (only the
-    denominator exact) has no log: the interval is then the range of the replicates and the estimate
-    their median. Equal replicates give the point.
+    denominator exact) has a log of -inf or inf, and so does the t-interval's spread: unless every
+    replicate is equal (then the point), the interval is ``[0, inf]`` and the estimate the median.
+    (The replicates' range would be narrower the more extreme one of them is.)
 
     >>> ci = log_t_interval([2.0, 8.0, 4.0])
     >>> round(ci.estimate, 6), ci.low < 2.0, ci.high > 8.0
     (4.0, True, True)
-    >>> str(log_t_interval([0.0, 0.5, 0.0]))
-    '0 [0, 0.5]'
+    >>> str(log_t_interval([0.0, 0.5, 0.0])), str(log_t_interval([0.0, 0.0]))
+    ('0 [0, inf]', '0 [0, 0]')
     """
     v = np.asarray(values, dtype=float)
     if v.ndim != 1 or v.size < 2:
         raise ValueError(f"values must be 1-D with at least 2 replicates; got shape {v.shape}")
     if np.isnan(v).any() or (v < 0).any():
         raise ValueError(f"ratios must be >= 0 and not NaN; got {v.tolist()}")
-    if np.ptp(v) == 0:
+    if np.all(v == v[0]):  # equal replicates (inf - inf would make ptp NaN)
         return ConfidenceInterval(float(v[0]), float(v[0]), float(v[0]), confidence)
     if (v == 0).any() or np.isinf(v).any():
-        return ConfidenceInterval(float(np.median(v)), float(v.min()), float(v.max()), confidence)
+        return ConfidenceInterval(float(np.median(v)), 0.0, float("inf"), confidence)
     ci = t_interval(np.log(v), confidence)
     return ConfidenceInterval(
         float(np.exp(ci.estimate)), float(np.exp(ci.low)), float(np.exp(ci.high)), confidence

@@ -27,9 +27,9 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from paper_common.reproduce import (
-    VERDICTS,
     Report,
     check_scale,
+    count_verdicts,
     format_value,
     markdown_table,
     verdict_line,
@@ -77,17 +77,9 @@ class Summary:
     def ok(self) -> bool:
         return all(r.ok for r in self.results)
 
-    @property
-    def n_claims(self) -> int:
-        return sum(len(r.claims) for r in self.results)
-
     def verdicts(self) -> dict[str, int]:
-        """Verdict counts over every package's claims (as :meth:`Report.verdicts`)."""
-        claims = [c for r in self.results for c in r.claims]
-        counts = {v: sum(c["verdict"] == v for c in claims) for v in VERDICTS}
-        counts["defect"] = sum(bool(c.get("defect")) for c in claims)
-        counts["check"] = sum(c.get("kind") == "check" for c in claims)
-        return counts
+        """Verdict counts over every package's claims (:func:`~paper_common.reproduce.count_verdicts`)."""
+        return count_verdicts([c for r in self.results for c in r.claims])
 
     def to_markdown(self) -> str:
         lines = ["# Reproduction summary", "", f"Scale `{self.scale}`, seed {self.seed}.", ""]
@@ -123,7 +115,7 @@ class Summary:
         lines.append(markdown_table(rows, cols))
         n_fail = sum(not r.ok for r in self.results)
         lines += [
-            f"{len(self.results)} packages, {n_fail} failed; {verdict_line(self.verdicts(), self.n_claims)}.",
+            f"{len(self.results)} packages, {n_fail} failed; {verdict_line(self.verdicts())}.",
             "",
         ]
         for r in self.results:

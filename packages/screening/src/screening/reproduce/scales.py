@@ -6,6 +6,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from paper_common.experiment import MIN_SEEDS
+
 
 @dataclass(frozen=True)
 class Scale:
@@ -32,8 +34,10 @@ class Scale:
     seeds: int = 3
 
     def __post_init__(self) -> None:
-        if self.seeds < 3:
-            raise ValueError(f"seeds must be >= 3 (an interval over seeds); got {self.seeds}")
+        if self.seeds < MIN_SEEDS:
+            raise ValueError(
+                f"seeds must be >= {MIN_SEEDS} (an interval over seeds); got {self.seeds}"
+            )
         if len(self.sigmas) + len(self.concentrations) < 3:
             raise ValueError("the sweep needs at least 3 populations for a rank correlation")
 

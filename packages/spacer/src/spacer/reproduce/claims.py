@@ -70,8 +70,8 @@ def _best(by: dict, a: float, b: int, names: Sequence[str]) -> float:
 
 def seed_interval(values: Sequence[float]) -> Interval:
     """Geometric mean and 95% interval over replicates of a ratio (:func:`~paper_common.stats.
-    log_t_interval`: the t-interval of the logs; the replicates' range when one is 0 or inf);
-    NaN when a ratio is undefined."""
+    log_t_interval`: the t-interval of the logs; equal replicates give the point, and a 0 or inf
+    among unequal ones the interval [0, inf]); NaN when a ratio is undefined."""
     v = np.asarray(values, dtype=float)
     if np.isnan(v).any():
         return math.nan, math.nan, math.nan
@@ -80,8 +80,12 @@ def seed_interval(values: Sequence[float]) -> Interval:
 
 
 def worst_over(per_exponent: dict[float, list[float]], larger_is_worse: bool = True) -> Interval:
-    """The interval of the largest (``larger_is_worse``) or smallest per-exponent ratio."""
+    """The interval of the largest (``larger_is_worse``) or smallest per-exponent ratio:
+    ``[max of the lower ends, max of the upper ends]`` (or the mins). Undefined (NaN) when any
+    exponent's interval is, whatever the order of the exponents."""
     cis = [seed_interval(v) for v in per_exponent.values()]
+    if any(math.isnan(x) for c in cis for x in c):
+        return math.nan, math.nan, math.nan
     pick = max if larger_is_worse else min
     return pick(c[0] for c in cis), pick(c[1] for c in cis), pick(c[2] for c in cis)
 
@@ -140,8 +144,9 @@ def decide_claims(res: Results, cfg: Scale) -> list[Claim]:
     neg1 = ratios(_one("Count-Min (CU)"), _min_of(PREDICTION_BASED))
     claims.append(
         _matches(
-            "SpaceR, one pass and no predictions, matches the best prediction-based method with "
-            "perfect predictions (one- or two-pass) at equal memory, across Zipf exponents.",
+            "SpaceR, one pass and no predictions, matches the best prediction-based method (one "
+            "pass with perfect predictions, or two passes with Misra-Gries predictions) at equal "
+            "memory, across Zipf exponents.",
             f"SpaceR / best prediction-based weighted error (B={B}), largest over exponents",
             r1,
             oracle_helps,

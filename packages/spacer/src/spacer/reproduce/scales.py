@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from paper_common.experiment import MIN_SEEDS
+
 
 @dataclass(frozen=True)
 class Scale:
@@ -36,8 +38,10 @@ class Scale:
             raise ValueError(f"budget {self.budget} must be one of budgets {self.budgets}")
         if 0.5 not in self.noises or 0.0 not in self.noises:
             raise ValueError(f"noises must include 0.0 and 0.5 (claim 4); got {self.noises}")
-        if self.seeds < 3:
-            raise ValueError(f"seeds must be >= 3 (an interval over seeds); got {self.seeds}")
+        if self.seeds < MIN_SEEDS:
+            raise ValueError(
+                f"seeds must be >= {MIN_SEEDS} (an interval over seeds); got {self.seeds}"
+            )
 
 
 SCALES = {
