@@ -8,12 +8,8 @@ import pytest
 from phased_explore.algorithms import RFUCRL, least_visited_max, reach_policies
 from phased_explore.planning import first_max, value_iteration
 from phased_explore.protocol import History
-from phased_explore.reproduce import (
-    SCALES,
-    censored_slope,
-    equal_trajectory_score,
-    frontier_claim,
-)
+from phased_explore.reproduce import Frontier, n_min_bounds, slope_bounds
+from phased_explore.reproduce.claims import distance_interval
 
 
 def test_first_max_treats_rounding_noise_as_a_tie():
@@ -50,59 +46,38 @@ def test_rfucrl_ties_go_to_the_least_visited_then_lowest_action():
     assert np.all(RFUCRL().greedy(hist) == 0)
 
 
-def test_censored_slope_bounds():
-    x, y = [1, 2, 3], [1.0, 2.0, 3.0]
-    exact = censored_slope(x, y, [False] * 3)
-    assert exact.exact
-    assert exact.low == pytest.approx(1.0)
-    up = censored_slope(x, y, [False, False, True])  # the largest x only known to be >= 3
-    assert up.low == pytest.approx(1.0)
-    assert up.high == math.inf
-    down = censored_slope(x, y, [True, False, False])
-    assert down.low == -math.inf
-    assert down.high == pytest.approx(1.0)
-    assert not censored_slope([2, 2], [1.0, 2.0], [False, False]).defined
+def test_slope_bounds_with_censored_and_resolution_limited_values():
+    x = [1, 2, 3]
+    exact = slope_bounds(x, [1.0, 2.0, 3.0], [1.0, 2.0, 3.0])
+    assert exact == pytest.approx((1.0, 1.0))
+    up = slope_bounds(x, [1.0, 2.0, 3.0], [1.0, 2.0, math.inf])  # the largest x censored above
+    assert up[0] == pytest.approx(1.0)
+    assert up[1] == math.inf
+    down = slope_bounds(x, [1.0, 2.0, 3.0], [math.inf, 2.0, 3.0])  # the smallest x censored
+    assert down[0] == -math.inf
+    assert down[1] == pytest.approx(1.0)
+    # one grid step of resolution (0.5 in log2) at each end widens the slope by 0.25 each way
+    wide = slope_bounds(x, [0.5, 2.0, 2.5], [1.0, 2.0, 3.0])
+    assert wide == pytest.approx((0.75, 1.25))
+    assert all(math.isnan(v) for v in slope_bounds([2, 2], [1.0, 2.0], [1.0, 2.0]))
 
 
-def _row(rho, m, n_min, lower=None):
-    return {
-        "rho": rho,
-        "m": m,
-        "N_min_simulated": n_min,
-        "censored": n_min is None,
-        "N_min_lower": lower if n_min is None else n_min,
-        "N_min_closed_form": 1,
-        "A^m": 2**m,
-        "enumerate_N64_success": m <= 6,
-    }
+def test_n_min_bounds_resolution_and_censoring():
+    f = Frontier(rho=1, m=4, ns=[2, 3, 4, 6], success=[[False] * 4, [True, False, False, False],
+                                                        [True, True, True, False], [True] * 4])  # fmt: skip
+    every = np.arange(4)
+    assert n_min_bounds(f, every, 0.75) == (math.log2(3), math.log2(4))  # 3/4 at N = 4
+    assert n_min_bounds(f, every, 1.0) == (math.log2(4), math.log2(6))
+    assert n_min_bounds(f, np.array([3, 3, 3, 3]), 0.9) == (2.0, math.log2(6))  # seed 3: N = 6
+    never = Frontier(rho=1, m=4, ns=[2, 3], success=[[False, True], [False, True]])
+    assert n_min_bounds(never, np.array([0, 0]), 0.9) == (math.log2(3), math.inf)  # censored
+    assert n_min_bounds(f, np.array([0, 0, 0, 0]), 0.9) == (1.0, math.log2(3))  # seed 0: N = 3
+    first = Frontier(rho=1, m=1, ns=[2, 3], success=[[True, True], [True, True]])
+    assert n_min_bounds(first, np.arange(2), 0.9) == (0.0, 1.0)  # N_min <= 2: at least 1 agent
 
 
-def test_frontier_claim_with_a_censored_point_is_not_supported():
-    cfg = SCALES["smoke"]
-    # rho=1 never reached success on a grid up to 64: N_min > 64, so the slope is >= 0.87, in the
-    # band if N_min is near 100, above it if N_min is large; dropping the point (as before) would
-    # have fitted the other two alone
-    fr = [_row(1, 6, None, 64), _row(2, 3, 16), _row(6, 1, 3)]
-    claim = frontier_claim(fr, cfg)
-    assert claim.value is None
-    assert not claim.point_check
-    assert claim.note.startswith("undecided")
-    assert "censored" in claim.note
-    # the same censored point, far above the band whatever its value: refuted
-    steep = [_row(1, 6, None, 2**15), _row(2, 3, 16), _row(6, 1, 3)]
-    refuted = frontier_claim(steep, cfg)
-    assert not refuted.point_check
-    assert refuted.note.startswith("refuted")
-    exact = frontier_claim([_row(1, 6, 128), _row(2, 3, 16), _row(6, 1, 3)], cfg)
-    assert exact.value is not None
-
-
-def test_equal_trajectory_score_with_zero_certificates():
-    score, price, _ = equal_trajectory_score(0.0, 0.0, 0.5)  # 0/0 price
-    assert score is None
-    assert not price.defined
-    score, price, _ = equal_trajectory_score(0.2, 0.0, 0.9)  # x/0 = inf: 3/price = 0
-    assert price.low == math.inf
-    assert score == 0.0
-    score, _, _ = equal_trajectory_score(0.1, 0.1, 0.6)
-    assert score == pytest.approx(min(3.0, 2.0))
+def test_band_claims_are_decided_on_the_distance_interval():
+    assert distance_interval(-0.6, -0.4, -0.5) == pytest.approx((0.0, 0.1))
+    assert distance_interval(0.2, 0.4, 0.0) == pytest.approx((0.2, 0.4))
+    assert distance_interval(-0.3, 0.1, 0.0) == pytest.approx((0.0, 0.3))
+    assert all(math.isnan(v) for v in distance_interval(math.nan, 1.0, 0.0))
