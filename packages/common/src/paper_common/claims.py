@@ -34,7 +34,7 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import numpy as np
@@ -352,7 +352,7 @@ class Claim:
     positive: Control | None = None
     negative: Control | None = None
     kind: Kind = "paper"
-    reason: str = field(default="")
+    reason: str = ""
     op: str | None = None
     target_value: float | None = None
 

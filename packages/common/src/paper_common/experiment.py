@@ -22,7 +22,7 @@ import dataclasses
 import os
 import time
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -35,16 +35,12 @@ from paper_common.reproduce import (
     write_report,
 )
 
-__all__ = ["MIN_SEEDS", "Body", "check_scales", "experiment", "replicate_seeds"]
+__all__ = ["MIN_SEEDS", "check_scales", "experiment", "replicate_seeds"]
 
 MIN_SEEDS = 3
 """The fewest independent seeds a stochastic claim's interval is computed over."""
 
 S = TypeVar("S")
-
-
-class Body(Protocol[S]):  # type: ignore[misc]
-    def __call__(self, cfg: S, report: Report, seed: int) -> None: ...
 
 
 def replicate_seeds(seed: int, n: int) -> list[int]:
