@@ -209,3 +209,19 @@ def test_t_interval_matches_the_t_quantile():
 
     half = stats.t.ppf(0.95, 2) * 1.0 / np.sqrt(3)
     assert (ci.low, ci.high) == pytest.approx((2.0 - half, 2.0 + half))
+
+
+def test_extreme_interval_is_the_interval_of_the_max_or_min_and_order_free():
+    from paper_common.stats import ConfidenceInterval, extreme_interval
+
+    a = ConfidenceInterval(1.0, 0.5, 1.5, 0.95)
+    b = ConfidenceInterval(2.0, 1.0, 4.0, 0.95)
+    top = extreme_interval([a, b])
+    assert (top.estimate, top.low, top.high) == (2.0, 1.0, 4.0)
+    bottom = extreme_interval([b, a], largest=False)
+    assert (bottom.estimate, bottom.low, bottom.high) == (1.0, 0.5, 1.5)
+    undefined = ConfidenceInterval(np.nan, np.nan, np.nan, 0.95)
+    assert np.isnan(extreme_interval([undefined, b]).low)
+    assert np.isnan(extreme_interval([b, undefined]).low)
+    with pytest.raises(ValueError, match="at least one"):
+        extreme_interval([])

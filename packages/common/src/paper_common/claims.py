@@ -51,6 +51,7 @@ __all__ = [
     "combine",
     "decide",
     "format_value",
+    "interval_text",
 ]
 
 Verdict = Literal["supported", "refuted", "inconclusive"]
@@ -101,7 +102,8 @@ def _number(value: Any, name: str) -> float | None:
     return float(value)
 
 
-def _interval_text(low: float | None, high: float | None) -> str:
+def interval_text(low: float | None, high: float | None) -> str:
+    """``[low, high]`` for a table, ``-`` for no interval, ``undefined`` for NaN ends."""
     if low is None or high is None:
         return "-"
     if math.isnan(low) or math.isnan(high):
@@ -233,7 +235,7 @@ class Control:
         """One line for a table: ``description: value [low, high] target -> verdict``."""
         if self.missing:
             return self.description
-        span = "" if self.low is None else f" {_interval_text(self.low, self.high)}"
+        span = "" if self.low is None else f" {interval_text(self.low, self.high)}"
         target = "" if self.target == "-" else f" {self.target}"
         return f"{self.description}: {format_value(self.value)}{span}{target} → {self.verdict}"
 
@@ -531,7 +533,7 @@ class Claim:
         )
 
     def interval_text(self) -> str:
-        return _interval_text(self.low, self.high)
+        return interval_text(self.low, self.high)
 
     def to_dict(self) -> dict[str, Any]:
         return {

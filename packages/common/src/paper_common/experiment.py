@@ -71,9 +71,9 @@ def check_scales(scales: Mapping[str, Any]) -> None:
             raise TypeError(f"scale {name!r}: {type(cfg).__name__} must be a frozen dataclass")
 
 
-def _plain(value: Any) -> Any:
+def _config_cell(value: Any) -> Any:
     if isinstance(value, tuple | list):
-        return ", ".join(str(_plain(v)) for v in value)
+        return ", ".join(str(_config_cell(v)) for v in value)
     return value if isinstance(value, int | float | str | bool) or value is None else str(value)
 
 
@@ -110,7 +110,7 @@ def experiment(
             report.add_table(
                 "configuration",
                 [
-                    {"field": f.name, "value": _plain(getattr(cfg, f.name))}
+                    {"field": f.name, "value": _config_cell(getattr(cfg, f.name))}
                     for f in dataclasses.fields(cfg)  # type: ignore[arg-type]
                 ],
             )

@@ -21,6 +21,7 @@ __all__ = [
     "censored_median",
     "cohens_d",
     "decide_all",
+    "extreme_interval",
     "log_t_interval",
     "median_bounds",
     "paired_comparison",
@@ -136,6 +137,29 @@ def log_t_interval(values: ArrayLike, confidence: float = 0.95) -> ConfidenceInt
     return ConfidenceInterval(
         float(np.exp(ci.estimate)), float(np.exp(ci.low)), float(np.exp(ci.high)), confidence
     )
+
+
+def extreme_interval(
+    intervals: Iterable[ConfidenceInterval], largest: bool = True
+) -> ConfidenceInterval:
+    """The interval of the largest (``largest``) or smallest of several quantities, each known
+    within its own interval: ``[max of the lows, max of the highs]`` (or the mins), the estimate the
+    max (min) of the estimates. A claim "for every group" is decided on it: the whole interval
+    meets the target iff every group's does. Undefined (NaN) when any interval has a NaN end,
+    whatever the order of the groups.
+
+    >>> a, b = ConfidenceInterval(1.0, 0.5, 1.5, 0.95), ConfidenceInterval(2.0, 1.0, 4.0, 0.95)
+    >>> str(extreme_interval([a, b])), str(extreme_interval([a, b], largest=False))
+    ('2 [1, 4]', '1 [0.5, 1.5]')
+    """
+    cis = list(intervals)
+    if not cis:
+        raise ValueError("extreme_interval needs at least one interval")
+    ends = np.array([[c.estimate, c.low, c.high] for c in cis], dtype=float)
+    if np.isnan(ends).any():
+        return ConfidenceInterval(np.nan, np.nan, np.nan, cis[0].confidence)
+    pick = ends.max(axis=0) if largest else ends.min(axis=0)
+    return ConfidenceInterval(float(pick[0]), float(pick[1]), float(pick[2]), cis[0].confidence)
 
 
 def proportion_interval(

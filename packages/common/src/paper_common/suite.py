@@ -26,6 +26,7 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
+from paper_common.claims import interval_text
 from paper_common.reproduce import (
     Report,
     check_scale,
@@ -103,9 +104,7 @@ class Summary:
                         "package": r.name,
                         "claim": c["statement"],
                         "measured": c["value"],
-                        "interval": "-"
-                        if low is None
-                        else f"[{format_value(low)}, {format_value(high)}]",
+                        "interval": interval_text(low, high),
                         "target": c["target"],
                         "verdict": ("DEFECT " if c.get("defect") else "") + c["verdict"],
                         "runtime_s": r.runtime_s,

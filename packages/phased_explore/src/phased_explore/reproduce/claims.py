@@ -195,9 +195,8 @@ def _rates(fr: list[Frontier], grid: list[int], idx: np.ndarray) -> np.ndarray:
     out = np.zeros((len(grid), len(fr)))
     for j, f in enumerate(fr):
         r = np.asarray(f.success, float)[:, idx].mean(axis=1)
-        for i, n in enumerate(grid):
-            tried = [k for k, nk in enumerate(f.ns) if nk <= n]
-            out[i, j] = r[tried[-1]] if tried else 0.0
+        last = np.searchsorted(f.ns, grid, side="right") - 1  # the largest N tried <= grid[i]
+        out[:, j] = np.where(last >= 0, r[np.maximum(last, 0)], 0.0)
     return out
 
 

@@ -10,7 +10,7 @@ import numpy as np
 from scipy import stats
 
 from paper_common import Claim, Control
-from paper_common.stats import log_t_interval, proportion_interval, t_interval
+from paper_common.stats import extreme_interval, log_t_interval, proportion_interval, t_interval
 from screening.reproduce.run import VALUE_TOL, Results, baselines
 
 __all__ = [
@@ -206,9 +206,9 @@ def _min_over_apps(summary: list[dict], key: str, ratio: bool) -> tuple[float, f
         v = np.array([r[key] for r in summary if r["application"] == app], dtype=float)
         if np.isnan(v).any():
             return float("nan"), float("nan"), float("nan")
-        ci = log_t_interval(v) if ratio else t_interval(v)
-        cis.append((ci.estimate, ci.low, ci.high))
-    return min(c[0] for c in cis), min(c[1] for c in cis), min(c[2] for c in cis)
+        cis.append(log_t_interval(v) if ratio else t_interval(v))
+    ci = extreme_interval(cis, largest=False)
+    return ci.estimate, ci.low, ci.high
 
 
 def application_claim(summary: list[dict]) -> Claim:

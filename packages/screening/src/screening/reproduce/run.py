@@ -61,22 +61,23 @@ def baselines(seed: int) -> list[Planner]:
     return [NoScreening(), ScreenTop(), ScreenUncertain(), ScreenRandom(seed), ScreenOnly(seed)]
 
 
-def best_margin_window(p: np.ndarray, coverage: int, m: int) -> float:
-    """The best exact value over the margin windows: blocks of ``m`` consecutive ranks that touch
-    the cut-off (start ``s`` with ``s <= K <= s + m``)."""
+def _best_window(p: np.ndarray, coverage: int, m: int, touching: bool) -> float:
+    """The best exact value over blocks of ``m`` consecutive ranks (start ``s``) that touch the
+    cut-off, ``s <= K <= s + m`` (``touching``), or that do not; ``-inf`` when there is none."""
     order = np.argsort(-p, kind="stable")
-    lo, hi = max(0, coverage - m), min(coverage, p.size - m)
-    return max(plan_value(p, order[s : s + m], coverage).mean for s in range(lo, hi + 1))
+    starts = [s for s in range(p.size - m + 1) if (s <= coverage <= s + m) == touching]
+    return max((plan_value(p, order[s : s + m], coverage).mean for s in starts), default=-np.inf)
+
+
+def best_margin_window(p: np.ndarray, coverage: int, m: int) -> float:
+    """The best exact value over the margin windows: blocks of ``m`` ranks touching the cut-off."""
+    return _best_window(p, coverage, m, touching=True)
 
 
 def best_far_window(p: np.ndarray, coverage: int, m: int) -> float:
-    """The best exact value over blocks of ``m`` consecutive ranks that do not touch the cut-off
-    (``-inf`` when every block touches it): the negative control of the structure claim."""
-    order = np.argsort(-p, kind="stable")
-    far = [s for s in range(p.size - m + 1) if not (s <= coverage <= s + m)]
-    if not far:
-        return -np.inf
-    return max(plan_value(p, order[s : s + m], coverage).mean for s in far)
+    """The best exact value over blocks of ``m`` ranks away from the cut-off (``-inf`` when every
+    block touches it): the negative control of the structure claim."""
+    return _best_window(p, coverage, m, touching=False)
 
 
 def structure(cfg: Scale, rng: np.random.Generator) -> dict[str, float]:

@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from paper_common import Claim, Control
-from paper_common.stats import log_t_interval
+from paper_common.stats import ConfidenceInterval, extreme_interval, log_t_interval
 from spacer.reproduce.run import (
     LEARNED,
     ORACLE_METHODS,
@@ -83,11 +83,9 @@ def worst_over(per_exponent: dict[float, list[float]], larger_is_worse: bool = T
     """The interval of the largest (``larger_is_worse``) or smallest per-exponent ratio:
     ``[max of the lower ends, max of the upper ends]`` (or the mins). Undefined (NaN) when any
     exponent's interval is, whatever the order of the exponents."""
-    cis = [seed_interval(v) for v in per_exponent.values()]
-    if any(math.isnan(x) for c in cis for x in c):
-        return math.nan, math.nan, math.nan
-    pick = max if larger_is_worse else min
-    return pick(c[0] for c in cis), pick(c[1] for c in cis), pick(c[2] for c in cis)
+    cis = [ConfidenceInterval(*seed_interval(v), 0.95) for v in per_exponent.values()]
+    ci = extreme_interval(cis, largest=larger_is_worse)
+    return ci.estimate, ci.low, ci.high
 
 
 def _ratios(
