@@ -46,26 +46,51 @@ def error_ratio(num: float, den: float) -> float:
     return float(num) / float(den)
 
 
+def _best(by: dict, a: float, b: int, names: Sequence[str]) -> float:
+    return float(np.min([by[(a, b, m)] for m in names]))
+
+
+def _one(name: str) -> Callable:
+    return lambda by, a, b: by[(a, b, name)]
+
+
+def _min_of(names: Sequence[str]) -> Callable:
+    return lambda by, a, b: _best(by, a, b, names)
+
+
+# claims 1-3: SpaceR / best prediction-based, SpaceSaving(B log B) / best learned, trivial / best
+# learned (numerator, denominator of weighted errors)
+CLAIM_PAIRS = (
+    (_one("SpaceR"), _min_of(PREDICTION_BASED)),
+    (_one("SpaceSaving at B log B"), _min_of(LEARNED)),
+    (_one(TRIVIAL), _min_of(LEARNED)),
+)
+
+
+def _replicate_ratios(
+    by: dict, exponents: Sequence[float], budget: int, num: Callable, den: Callable
+) -> dict[float, float]:
+    return {a: error_ratio(num(by, a, budget), den(by, a, budget)) for a in exponents}
+
+
 def claim_ratios(
     by: dict[tuple[float, int, str], float], exponents: Sequence[float], budget: int
 ) -> tuple[dict[float, float], dict[float, float], dict[float, float]]:
     """One replicate's ratios of claims 1-3 per exponent, from weighted errors
     ``by[(exponent, budget, method)]``: SpaceR / best prediction-based, SpaceSaving(B log B) / best
     learned, trivial / best learned (see :func:`error_ratio` for exact methods)."""
-    B = budget
-    r1 = {
-        a: error_ratio(by[(a, B, "SpaceR")], _best(by, a, B, PREDICTION_BASED)) for a in exponents
-    }
-    r2 = {
-        a: error_ratio(by[(a, B, "SpaceSaving at B log B")], _best(by, a, B, LEARNED))
-        for a in exponents
-    }
-    r3 = {a: error_ratio(by[(a, B, TRIVIAL)], _best(by, a, B, LEARNED)) for a in exponents}
+    r1, r2, r3 = (_replicate_ratios(by, exponents, budget, n, d) for n, d in CLAIM_PAIRS)
     return r1, r2, r3
 
 
-def _best(by: dict, a: float, b: int, names: Sequence[str]) -> float:
-    return float(np.min([by[(a, b, m)] for m in names]))
+def _ratios(
+    res: Results, exponents: Sequence[float], budget: int, num: Callable, den: Callable
+) -> dict[float, list[float]]:
+    """Every replicate's ratio ``num / den`` per exponent."""
+    per = [
+        _replicate_ratios(res.by(rep), exponents, budget, num, den) for rep in range(len(res.seeds))
+    ]
+    return {a: [r[a] for r in per] for a in exponents}
 
 
 def seed_interval(values: Sequence[float]) -> Interval:
@@ -86,25 +111,6 @@ def worst_over(per_exponent: dict[float, list[float]], larger_is_worse: bool = T
     cis = [ConfidenceInterval(*seed_interval(v), 0.95) for v in per_exponent.values()]
     ci = extreme_interval(cis, largest=larger_is_worse)
     return ci.estimate, ci.low, ci.high
-
-
-def _ratios(
-    res: Results, exponents: Sequence[float], budget: int, num: Callable, den: Callable
-) -> dict[float, list[float]]:
-    out: dict[float, list[float]] = {a: [] for a in exponents}
-    for rep in range(len(res.seeds)):
-        by = res.by(rep)
-        for a in exponents:
-            out[a].append(error_ratio(num(by, a, budget), den(by, a, budget)))
-    return out
-
-
-def _one(name: str) -> Callable:
-    return lambda by, a, b: by[(a, b, name)]
-
-
-def _min_of(names: Sequence[str]) -> Callable:
-    return lambda by, a, b: _best(by, a, b, names)
 
 
 def _fmt(per_exponent: dict[float, list[float]]) -> str:
@@ -138,7 +144,7 @@ def decide_claims(res: Results, cfg: Scale) -> list[Claim]:
     )
     claims = []
 
-    r1 = ratios(_one("SpaceR"), _min_of(PREDICTION_BASED))
+    r1 = ratios(*CLAIM_PAIRS[0])
     neg1 = ratios(_one("Count-Min (CU)"), _min_of(PREDICTION_BASED))
     claims.append(
         _matches(
@@ -152,7 +158,7 @@ def decide_claims(res: Results, cfg: Scale) -> list[Claim]:
             n,
         )
     )
-    r2 = ratios(_one("SpaceSaving at B log B"), _min_of(LEARNED))
+    r2 = ratios(*CLAIM_PAIRS[1])
     neg2 = ratios(_one("SpaceSaving"), _min_of(LEARNED))
     claims.append(
         _matches(
@@ -165,7 +171,7 @@ def decide_claims(res: Results, cfg: Scale) -> list[Claim]:
             n,
         )
     )
-    r3 = ratios(_one(TRIVIAL), _min_of(LEARNED))
+    r3 = ratios(*CLAIM_PAIRS[2])
     neg3 = ratios(_one(TRIVIAL_NOISY), _min_of(LEARNED))
     claims.append(
         _matches(
