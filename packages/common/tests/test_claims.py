@@ -217,3 +217,32 @@ def test_undecided_negative_says_why():
     assert "undefined" in nan_null.reason
     across = claim((0.08, 0.2), negative=Control.negative("null", 0.04, (0.0, 0.08)))
     assert "straddles" in across.reason
+
+
+def test_missing_parts_names_what_a_claim_lacks():
+    two_valued = Claim.threshold("s", "m", 1.0, ">", 0.5)
+    assert two_valued.missing_parts() == [
+        "rule",
+        "interval method",
+        "positive control",
+        "negative control",
+    ]
+    pos = Control.positive("learned", 0.9, ">=", 0.75)
+    half = Claim.decide(
+        "s", "m", 0.7, (0.6, 0.8), ">", 0.5, positive=pos, negative=None, method="b"
+    )
+    assert half.missing_parts() == ["negative control"]
+    named = Claim.decide(
+        "s",
+        "m",
+        0.7,
+        None,
+        ">",
+        0.5,
+        positive=Control.absent("positive", "a trained model"),
+        negative=Control.absent("negative", "a shuffled-label run"),
+        method="missing: one seed; needs >= 3",
+    )
+    assert named.missing_parts() == []  # absent controls and an unmeasured interval are named
+    assert named.verdict == "inconclusive"
+    assert Claim.from_dict(named.to_dict()).missing_parts() == []

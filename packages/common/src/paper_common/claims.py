@@ -535,6 +535,27 @@ class Claim:
     def interval_text(self) -> str:
         return interval_text(self.low, self.high)
 
+    def missing_parts(self) -> list[str]:
+        """What a three-valued claim still lacks: ``"rule"`` (no ``op``/``target_value``: a
+        two-valued claim), ``"interval method"``, ``"positive control"``, ``"negative control"``.
+        A control built with :meth:`Control.absent` counts as present (it names what is missing and
+        keeps the claim ``inconclusive``); an interval that could not be measured counts as present
+        when ``interval`` says why. Empty for a complete claim.
+
+        >>> Claim.threshold("s", "m", 1.0, ">", 0.5).missing_parts()
+        ['rule', 'interval method', 'positive control', 'negative control']
+        """
+        parts = []
+        if self.op is None or self.target_value is None:
+            parts.append("rule")
+        if not self.interval.strip():
+            parts.append("interval method")
+        if self.positive is None:
+            parts.append("positive control")
+        if self.negative is None:
+            parts.append("negative control")
+        return parts
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "statement": self.statement,
