@@ -9,13 +9,20 @@ def test_smoke_reproduce_writes_a_report(tmp_path):
     names = [c.statement for c in report.claims]
     assert len(names) == 6
     assert len(set(names)) == 6
-    for c in report.claims:  # an unmeasured or undecided claim says why
-        assert c.value is not None or c.note.startswith(("not measured", "undecided"))
-    # the two exact-DP invariants (theorems, not trained models): their values, not verdicts
+    for c in report.claims:
+        assert c.verdict in ("supported", "refuted", "inconclusive")
+        assert c.missing_parts() == []
+    # the two exact-DP invariants (theorems met by our code): checks, supported at any scale
     inspan = report.claims[0]
     assert inspan.value < 1e-6  # the library holds an optimal policy for every in-span reward
     bound = next(c for c in report.claims if "bounded" in c.statement)
     assert -1e-9 <= bound.value <= 1  # the measured gap never exceeds the bound
+    for check in (inspan, bound):
+        assert check.kind == "check"
+        assert check.verdict == "supported"
+        assert check.negative.verdict == "refuted"
+    # one seed of the point-mass maze: no interval, so inconclusive whatever its value
+    assert report.claims[-1].verdict == "inconclusive"
     loaded = Report.from_json(tmp_path / "r")
     assert loaded.package == "laplacian_keyboard"
     assert loaded.scale == "smoke"

@@ -43,6 +43,16 @@ from laplacian_keyboard.baselines import (
     gpi_over_policies,
     q_learning,
 )
+from laplacian_keyboard.claims import (
+    BOUND_ATOL,
+    EVAL_EVERY,
+    bound_check,
+    bound_ratio,
+    continuous_claim,
+    faster_claim,
+    inspan_check,
+    return_claim,
+)
 from laplacian_keyboard.continuous import (
     PPOKeyboard,
     discretise,
@@ -54,16 +64,8 @@ from laplacian_keyboard.envs import GridWorld, PointMaze
 from laplacian_keyboard.keyboard import Behaviours, build_library, project_reward, zero_shot_bounds
 from laplacian_keyboard.laplacian import laplacian_eigenvectors
 from laplacian_keyboard.mdp import optimal_policy, policy_evaluation
-from paper_common import (
-    Claim,
-    Report,
-    check_scale,
-    new_figure,
-    paired_comparison,
-    pin_threads,
-    write_report,
-)
-from paper_common.stats import Bounds, censored_median, ratio_bounds
+from paper_common import Report, check_scale, new_figure, pin_threads, write_report
+from paper_common.stats import Bounds, censored_median
 
 log = logging.getLogger(__name__)
 
@@ -118,13 +120,12 @@ SCALES = {
     ),
 }
 
-D, GAMMA, K, HORIZON, EVAL_EVERY, THRESHOLD = 3, 0.95, 5, 100, 500, 0.8
+D, GAMMA, K, HORIZON, THRESHOLD = 3, 0.95, 5, 100, 0.8
 FAMILIES = ("goal", "lava", "goal_continuing")
 MIN_OPT = 0.01
 """Smallest optimal return a task may have: returns are normalised by it, so a task whose optimum
 is ~0 (or, measured over episodes, <= 0) would divide by noise. 0.95^90 ~ 0.01: a +1 goal about 90
 steps away, near the 100-step time limit."""
-BOUND_ATOL = 1e-9  # a value gap or bound below this is 0 up to the exact DP's round-off
 
 
 def steps_median(steps: list[float] | np.ndarray, budget: int) -> Bounds:
@@ -134,29 +135,6 @@ def steps_median(steps: list[float] | np.ndarray, budget: int) -> Bounds:
     s = np.asarray(steps, dtype=float)
     cens = s > budget
     return censored_median(np.where(cens, budget, s), cens)
-
-
-def faster_claim(statement: str, metric: str, other: Bounds, lk: Bounds, note: str) -> Claim:
-    """``median(other) / median(LK) > 1`` decided on the ratio's whole range (both medians raised
-    to one evaluation interval, the resolution of a step count); the value is the range's low end
-    when the range decides, None when it straddles 1 (undecided, not supported)."""
-    ratio = ratio_bounds(other, lk, floor=EVAL_EVERY)
-    verdict = ratio.decide(">", 1.0)
-    note = f"ratio {ratio}; median LK {lk}, other {other}; {note}"
-    if verdict is None:
-        why = (
-            "ratio undefined" if not ratio.defined else "censored runs leave it on both sides of 1"
-        )
-        return Claim(statement, metric, None, "> 1", False, f"undecided: {why}; {note}")
-    return Claim(statement, metric, ratio.low, "> 1", verdict, note)
-
-
-def bound_ratio(gap: float, bound: float, atol: float = BOUND_ATOL) -> float:
-    """``gap / bound`` for the zero-shot bound claim: a bound of 0 (reward in the span) holds iff the
-    gap is 0 too (within ``atol``: ratio 0), else it is violated (``inf``); never a division by 0."""
-    if bound > atol:
-        return float(gap) / float(bound)
-    return 0.0 if gap <= atol else float("inf")
 
 
 def _task(
@@ -209,7 +187,8 @@ def reproduce(
         seed=seed,
     )
 
-    inspan_gaps, gpi_gaps, lib_rows, task_rows, bound_rows, ablation_rows = [], [], [], [], [], []
+    inspan_gaps, gpi_gaps, eo_gaps = [], [], []  # eo: the in-span claim's negative control
+    lib_rows, task_rows, bound_rows, ablation_rows = [], [], [], []
     skipped: list[str] = []  # tasks whose measured optimum is below MIN_OPT (not normalisable)
     curves: dict[str, dict[str, list[np.ndarray]]] = {}
     eig_pictures = None
@@ -250,6 +229,8 @@ def reproduce(
             best = lib.policies[lib.best(w)]
             inspan_gaps.append(V_star - policy_evaluation(P, r, best, GAMMA)[s0])
             gpi_gaps.append(V_star - policy_evaluation(P, r, lib.gpi(w), GAMMA)[s0])
+            eo_pi = gpi_over_policies(P, r, eo.actions, GAMMA)  # negative control
+            eo_gaps.append(V_star - policy_evaluation(P, r, eo_pi, GAMMA)[s0])
 
         # 2-4. rewards outside the span
         for s in range(cfg.seeds):
@@ -345,31 +326,17 @@ def reproduce(
                     )
 
     # ---- claims
-    worst = float(np.max(inspan_gaps))
     report.add_claim(
-        Claim.threshold(
-            "For every reward in the span of the eigenvectors, the behaviour library contains a policy whose return equals the optimum.",
-            f"max over {len(inspan_gaps)} random in-span rewards (d={D}, {len(cfg.layouts)} envs) of V*(s0) - max_i V^pi_i(s0)",
-            worst,
-            "<",
-            1e-6,
-            note=f"GPI over the library with the same w: max gap {max(gpi_gaps):.2e}",
+        inspan_check(
+            np.array(inspan_gaps), np.array(eo_gaps),
+            min(r[f"size d={D}"] for r in lib_rows),
+            f"{len(cfg.layouts)} envs, d={D}; GPI over the library with the same w: max gap "
+            f"{max(gpi_gaps):.2e}",
         )
-    )
+    )  # fmt: skip
     zs_vals = np.array([r["zero-shot"] for r in task_rows])
     lk_vals = np.array([r["LK final"] for r in task_rows])
-    cmp = paired_comparison(lk_vals, zs_vals, seed=seed)
-    report.add_claim(
-        Claim.threshold(
-            "For rewards outside the span, the meta-policy's return exceeds the zero-shot projection's.",
-            f"mean (LK - zero-shot) normalised return over {cmp.n} tasks; lower 95% bootstrap bound",
-            cmp.ci.low,
-            ">",
-            0.0,
-            note=f"mean diff {cmp.mean_diff:.3f} [{cmp.ci.low:.3f}, {cmp.ci.high:.3f}], wins/ties/losses "
-            f"{cmp.wins}/{cmp.ties}/{cmp.losses}; LK mean {lk_vals.mean():.3f}, zero-shot {zs_vals.mean():.3f}",
-        )
-    )
+    report.add_claim(return_claim(lk_vals, zs_vals, seed))
 
     def steps_of(name: str, rows: list[dict]) -> np.ndarray:
         return np.array([r[f"{name} steps"] for r in rows], dtype=float)  # inf: never reached
@@ -388,12 +355,14 @@ def reproduce(
             "The meta-policy reaches a target return in fewer environment steps than flat RL (tabular Q-learning).",
             f"median steps to {THRESHOLD:.0%} of the optimal return, Q-learning / LK, over {len(task_rows)} tasks "
             f"({censor_rule}; low end of the ratio's range)",
-            steps_median(q_steps, cfg.steps),
-            steps_median(lk_steps, cfg.steps),
-            f"{faster_slower(lk_steps, q_steps, cfg.steps)}; LK never reached it on "
-            f"{int(np.sum(lk_steps > cfg.steps))}, Q-learning on {int(np.sum(q_steps > cfg.steps))}",
+            q_steps, lk_steps, cfg.steps, "Q-learning",
+            f"median LK {steps_median(lk_steps, cfg.steps)}, Q-learning "
+            f"{steps_median(q_steps, cfg.steps)}; {faster_slower(lk_steps, q_steps, cfg.steps)}; "
+            f"LK never reached it on {int(np.sum(lk_steps > cfg.steps))}, Q-learning on "
+            f"{int(np.sum(q_steps > cfg.steps))}",
+            seed,
         )
-    )
+    )  # fmt: skip
     dqn_rows = [r for r in task_rows if "DQN steps" in r]
     if dqn_rows:
         common = min(cfg.dqn_steps, cfg.steps)  # both arms censored at the shorter budget
@@ -403,24 +372,22 @@ def reproduce(
                 "The meta-policy reaches a target return in fewer environment steps than a flat deep RL learner (DQN).",
                 f"median steps to {THRESHOLD:.0%} of the optimal return, DQN / LK, goal tasks in "
                 f"{', '.join(cfg.dqn_layouts)} (both censored at {common} steps; low end of the range)",
-                steps_median(d_steps, common),
-                steps_median(l_steps, common),
+                d_steps, l_steps, common, "DQN",
+                f"median LK {steps_median(l_steps, common)}, DQN {steps_median(d_steps, common)}; "
                 f"over {len(dqn_rows)} tasks; {faster_slower(l_steps, d_steps, common)}",
+                seed,
             )
-        )
-    ratio_std = float(np.max([bound_ratio(r["gap"], r["standard"]) for r in bound_rows]))
+        )  # fmt: skip
     ratio_tight = float(np.max([bound_ratio(r["gap"], r["residual_value"]) for r in bound_rows]))
     report.add_claim(
-        Claim.threshold(
-            "The zero-shot approximation error is bounded: the measured value gap never exceeds the theoretical bound.",
-            f"max over {len(bound_rows)} tasks of measured gap at s0 / (2 ||r - r_w||_inf / (1 - gamma))",
-            ratio_std,
-            "<=",
-            1.0,
-            note=f"against our tighter residual-value bound max_s V*_e + V*_-e: max ratio {ratio_tight:.3f}; "
-            f"a bound of 0 holds iff the gap is 0 (|gap| <= {BOUND_ATOL:g}: ratio 0, else inf)",
+        bound_check(
+            np.array([r["gap"] for r in bound_rows]), np.array([r["standard"] for r in bound_rows]),
+            GAMMA,
+            f"against our tighter residual-value bound max_s V*_e + V*_-e: max ratio "
+            f"{ratio_tight:.3f}; a bound of 0 holds iff the gap is 0 (|gap| <= {BOUND_ATOL:g}: "
+            "ratio 0, else inf)",
         )
-    )
+    )  # fmt: skip
 
     # ---- tables
     report.add_table("Behaviour library (reward-free, optimal from the start state)", lib_rows)
@@ -486,16 +453,12 @@ def reproduce(
     c_lk = np.array([r["LK (PPO over w)"] for r in cont_rows])
     c_dqn = np.array([r["DQN"] for r in cont_rows])
     report.add_claim(
-        Claim(
-            "Beyond tabular states (learned eigenvectors, USFA, continuous w), the meta-policy learns the task faster than flat deep RL.",
-            f"point-mass maze return after {cfg.continuous_steps} steps, LK (PPO over w) minus DQN, mean over {len(cont_rows)} seed(s)",
-            float(np.mean(c_lk - c_dqn)),
-            "> 0",
-            bool(np.mean(c_lk - c_dqn) > 0),
-            note=f"LK {c_lk.mean():.3f}, DQN {c_dqn.mean():.3f}, zero-shot {np.mean([r['zero-shot'] for r in cont_rows]):.3f}; "
-            "a single-seed check at quick scale",
+        continuous_claim(
+            c_lk, c_dqn, np.array([r["DQN best"] for r in cont_rows]),
+            f"LK {c_lk.mean():.3f}, DQN {c_dqn.mean():.3f}, zero-shot "
+            f"{np.mean([r['zero-shot'] for r in cont_rows]):.3f}",
         )
-    )
+    )  # fmt: skip
 
     # ---- figures
     base, (vals, vecs) = eig_pictures
