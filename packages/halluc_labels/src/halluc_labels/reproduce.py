@@ -23,6 +23,7 @@ from halluc_labels.analysis import (
     kappa_matrix,
     prompt_switch,
 )
+from halluc_labels.claims import agreement_claim, bias_claim, criterion_check, prompt_check
 from halluc_labels.data import (
     ANSWER_TYPES,
     CORRECT_UNSUPPORTED_TYPES,
@@ -49,7 +50,6 @@ from halluc_labels.labelers import (
 )
 from halluc_labels.models import GeneratorSpec, JudgeSpec, NLISpec, train_model, world_tokenizer
 from paper_common import (
-    Claim,
     Report,
     Stopwatch,
     check_scale,
@@ -285,19 +285,13 @@ def reproduce(
     mean_pair = float(km[iu].mean())
     lexical_k = {n: float(agreement_nat[n]["kappa_correctness"]) for n in LEXICAL}
     report.add_claim(
-        Claim.threshold(
-            "Automated labelers disagree with each other and lexical labelers with the "
-            "correctness labels: mean pairwise kappa < 0.6 and every lexical kappa vs correctness < 0.6",
-            "max(mean pairwise kappa, max lexical kappa vs correctness), natural pairs",
-            max(mean_pair, max(lexical_k.values())),
-            "<",
-            0.6,
-            note=f"mean pairwise kappa {mean_pair:.3f} over {len(names)} labelers; lexical kappa vs "
-            "correctness "
-            + ", ".join(f"{k} {v:.2f}" for k, v in lexical_k.items())
+        agreement_claim(
+            flags_nat, halluc_nat, unfaith_nat, LEXICAL, cfg["n_boot"], seed,
+            f"mean pairwise kappa {mean_pair:.3f} over {len(names)} labelers; lexical kappa vs "
+            "correctness " + ", ".join(f"{k} {v:.2f}" for k, v in lexical_k.items())
             + f"; {len(nat)} of {len(natural)} answers parsed",
         )
-    )
+    )  # fmt: skip
 
     # ---- bias by type (controlled set)
     types_ctrl = [a.answer_type for a in ctrl]
@@ -311,25 +305,16 @@ def reproduce(
     flag_unsup = {n: float(flags_ctrl[n][unsupported].mean()) for n in biased}
     flag_exact = {n: float(flags_ctrl[n][exact].mean()) for n in biased}
     rouge = agreement_nat["ROUGE-L@0.5"]
-    bias_ok = (
-        min(flag_unsup.values()) >= 0.5
-        and max(flag_exact.values()) <= 0.1
-        and rouge["recall"] > rouge["precision"]
-    )
     report.add_claim(
-        Claim(
-            "Lexical labelers and NLI flag most correct answers the reference lacks (>= 50%) and "
-            "few exact ones (<= 10%); ROUGE-L's recall of the hallucinated class exceeds its precision",
-            "min over lexical + NLI of P(flagged | correct, not in reference)",
-            min(flag_unsup.values()),
-            ">= 0.5, exact <= 0.1, recall > precision",
-            bool(bias_ok),
-            note="flagged correct-unsupported: "
+        bias_claim(
+            flags_ctrl, types_ctrl, CORRECT_UNSUPPORTED_TYPES, biased, flags_nat["ROUGE-L@0.5"],
+            halluc_nat, cfg["n_boot"], seed,
+            "flagged correct-unsupported: "
             + ", ".join(f"{k} {v:.2f}" for k, v in flag_unsup.items())
             + f"; exact flagged at most {max(flag_exact.values()):.2f}; ROUGE-L@0.5 on natural "
             f"pairs recall {rouge['recall']:.2f} vs precision {rouge['precision']:.2f}",
         )
-    )
+    )  # fmt: skip
 
     # ---- which criterion: NLI and faithfulness-prompted judges
     crit_rows = []
@@ -341,21 +326,17 @@ def reproduce(
             {"labeler": n, "kappa_faith_minus_corr": est, "ci_low": low, "ci_high": high}
         )
     report.add_table("criterion applied (natural pairs)", crit_rows)
-    worst = min(r["ci_low"] for r in crit_rows)
     report.add_claim(
-        Claim.threshold(
-            "NLI and faithfulness-prompted judges agree more with faithfulness than with correctness",
-            "min over them of the CI low of kappa(faithfulness) - kappa(correctness)",
-            worst,
-            ">",
-            0.0,
-            note=", ".join(
+        criterion_check(
+            flags_nat, ["NLI", *[f"{j.name}[fait]" for j in judges]],
+            [f"{j.name}[corr]" for j in judges], unfaith_nat, halluc_nat, cfg["n_boot"], seed,
+            ", ".join(
                 f"{r['labeler']} {r['kappa_faith_minus_corr']:+.2f} [{r['ci_low']:+.2f}, "
                 f"{r['ci_high']:+.2f}]"
                 for r in crit_rows
             ),
         )
-    )
+    )  # fmt: skip
 
     # ---- the prompt switch, per judge
     switch = [
@@ -374,22 +355,17 @@ def reproduce(
     )
     wins = sum(s.significant_gain for s in switch)
     report.add_claim(
-        Claim(
-            "For most judges the correctness prompt raises agreement with correctness labels "
-            "significantly (McNemar p < 0.05)",
-            "share of judges with a significant kappa gain",
-            wins / len(switch),
-            "> 0.5",
-            wins / len(switch) > 0.5,
-            note="; ".join(
+        prompt_check(
+            flags_nat, [j.name for j in judges], halluc_nat, unfaith_nat, cfg["n_boot"], seed,
+            f"{wins} of {len(switch)} judges with a significant gain (McNemar p < 0.05): "
+            + "; ".join(
                 f"{s.judge} {s.kappa_faithfulness_prompt:.2f} -> "
                 f"{s.kappa_correctness_prompt:.2f} (p={s.p_mcnemar:.2g})"
                 for s in switch
             )
-            + ". Our judges were tuned on both prompts, so they follow them by construction; "
-            "the known/unknown split shows how much rests on knowing the fact",
+            + "; the known/unknown split shows how much rests on knowing the fact",
         )
-    )
+    )  # fmt: skip
     report.add_table(
         "prompt switch by what the judge knows",
         _known_split(
