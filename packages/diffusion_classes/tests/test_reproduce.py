@@ -27,6 +27,9 @@ def test_smoke_reproduce_writes_a_report(tmp_path):
         assert 0 < r["tau_mem_0"] <= 3e6
     for c in report.claims:  # an unmeasured claim is never supported
         assert not c.point_check or (c.value is not None and not math.isnan(c.value))
+        assert c.verdict in ("supported", "refuted", "inconclusive")
+        assert c.missing_parts() == [], c.statement
+        assert c.verdict == "inconclusive"  # one seed at smoke: no interval over seeds
     unet = report.tables["unet"][0]
     assert unet["dataset"] == "digits"
     assert unet["var_0"] > 0
