@@ -32,6 +32,7 @@ from drift_probe.models import SnapshotConfig, snapshots
 from drift_probe.probe import auroc, auroc_difference_bootstrap, fit_layer_probe, out_of_fold
 from paper_common import (
     Claim,
+    Control,
     Report,
     Stopwatch,
     check_scale,
@@ -42,6 +43,7 @@ from paper_common import (
 )
 from paper_common.device import pinned_threads
 from paper_common.facts import RELATIONS
+from paper_common.stats import ConfidenceInterval, t_interval
 
 __all__ = ["MODEL_CUTOFFS", "SCALES", "reproduce"]
 
@@ -343,97 +345,164 @@ def reproduce(scale: str = "quick", seed: int = 0, out_dir: Any = None) -> Repor
     return report
 
 
-def _claims(report: Report, runs: list[dict[str, Any]], pairs: list[dict[str, Any]]) -> None:
-    n = len(runs)
-    drift = np.array([r["aurocs"]["drift_probe"] for r in runs])
-    oracle = np.array([r["aurocs"]["oracle"] for r in runs])
-    report.add_claim(
-        Claim(
-            "A linear probe reads drift from the residual stream (AUROC >= 0.80 on every model, below the oracle ceiling).",
-            "lowest drift-probe AUROC over models",
-            float(drift.min()),
-            ">= 0.80 and <= oracle",
-            bool(drift.min() >= 0.80 and np.all(drift <= oracle + 1e-9)),
-            f"{n} models; mean {drift.mean():.3f} (range {drift.min():.3f}-{drift.max():.3f}); oracle mean {oracle.mean():.3f}",
-        )
-    )
-    base = {b: np.array([r["aurocs"][b] for r in runs]) for b in BASELINES}
-    worst_name, worst = max(
-        ((b, float(v[np.argmax(np.abs(v - 0.5))])) for b, v in base.items()),
-        key=lambda t: abs(t[1] - 0.5),
-    )
-    report.add_claim(
-        Claim(
-            "Confidence-based detectors (token entropy, semantic entropy, CCS, SAPLMA) stay near chance on drift.",
-            "drift AUROC farthest from 0.5 over baselines and models",
-            worst,
-            "in [0.40, 0.60]",
-            bool(0.40 <= worst <= 0.60),
-            f"worst: {worst_name}; means "
-            + ", ".join(f"{b} {v.mean():.3f}" for b, v in base.items()),
-        )
-    )
+def _seed_interval(
+    groups: list[Any], values: Any
+) -> tuple[float | None, ConfidenceInterval | None]:
+    """The mean of ``values`` (one per snapshot or pair, ``groups[i]["seed"]`` its seed) and the 95%
+    t-interval over seeds of the per-seed means (snapshots of one seed share its world, so the seed
+    is the replicate); ``None`` with < 2 seeds or a value not measured (NaN)."""
+    v = np.asarray(values, float)
+    if v.size == 0:
+        return None, None
+    seeds = np.array([g["seed"] for g in groups])
+    per = np.array([v[seeds == s].mean() for s in np.unique(seeds)])
+    value = float(v.mean()) if np.all(np.isfinite(v)) else None
+    if per.size < 2 or not np.all(np.isfinite(per)):
+        return value, None
+    return value, t_interval(per)
+
+
+def _method(groups: list[Any], what: str = "snapshots") -> str:
+    n = len({g["seed"] for g in groups})
+    if n < 2:
+        return f"missing: {n} seed; needs >= 2 replicate seeds (quick has 3)"
+    return f"95% t-interval over {n} seeds of the per-seed mean over {what}"
+
+
+def _probe_control(runs: list[dict[str, Any]]) -> Control:
+    """Positive control of every claim read off the drift probe (issue 43): the probe beats the best
+    input-only control (relation, changed-before, both): otherwise what it reads is the input, not
+    a residual-stream drift direction, and those claims cannot be tested."""
     boot = np.mean([r["diff_boot"][: min(len(x["diff_boot"]) for x in runs)] for r in runs], axis=0)
     diff = float(
         np.mean([r["aurocs"]["drift_probe"] - r["aurocs"][r["best_control"]] for r in runs])
     )
-    lo, hi = np.quantile(boot, [0.025, 0.975])
-    report.add_claim(
-        Claim(
-            "Our check: the probe reads more than the input (it beats the best input-only control).",
-            "AUROC(probe) - AUROC(best control), mean over models",
-            diff,
-            "95% CI above 0",
-            bool(lo > 0),
-            f"paired bootstrap over items, pooled over models: [{lo:.3f}, {hi:.3f}]; best controls: "
-            + ", ".join(sorted({r["best_control"] for r in runs})),
-        )
+    lo, hi = np.nanquantile(boot, [0.025, 0.975])
+    return Control.positive(
+        "drift probe beats the best input-only control: AUROC(probe) − AUROC(best control), "
+        "paired bootstrap over items pooled over snapshots",
+        diff,
+        ">",
+        0.0,
+        (float(lo), float(hi)),
     )
-    cos = np.array([[r["cos"]["cos"]["correct"], r["cos"]["cos"]["uncertain"]] for r in runs])
-    inside = all(max(r["cos"]["cos"].values()) <= r["cos"]["band"] for r in runs)
-    report.add_claim(
-        Claim(
-            "(1) The drift probe's weights are nearly orthogonal to the correctness and uncertainty probes'.",
-            "largest |cos(w_drift, w_other)| over models",
-            float(cos.max()),
-            "<= 0.14 and inside the shuffled-label null's 95% band",
-            bool(cos.max() <= 0.14 and inside),
-            f"null 95% band mean {np.mean([r['cos']['band'] for r in runs]):.3f}; inside the band on "
-            f"{sum(max(r['cos']['cos'].values()) <= r['cos']['band'] for r in runs)}/{n} models",
-        )
-    )
+
+
+def _seed_claim(
+    statement: str,
+    metric: str,
+    groups: list[Any],
+    values: Any,
+    op: Any,
+    threshold: float,
+    positive: Control,
+    negative: Control,
+    note: str,
+    kind: Any = "paper",
+) -> Claim:
+    value, ci = _seed_interval(groups, values)
+    method = _method(groups) if ci is not None or len({g["seed"] for g in groups}) < 2 else (
+        "missing: a value not measured on some snapshot (see note)"
+    )  # fmt: skip
+    return Claim.decide(statement, metric, value, ci, op, threshold, positive=positive,
+                        negative=negative, method=method, note=note, kind=kind)  # fmt: skip
+
+
+def _negative(description: str, groups: list[Any], values: Any) -> Control:
+    """A negative control over seeds like :func:`_seed_interval` (absent without an interval)."""
+    value, ci = _seed_interval(groups, values)
+    if ci is None:
+        return Control.absent("negative", f"{description}: needs >= 2 seeds, every one measured")
+    return Control.negative(description, value, ci)
+
+
+def _claims(report: Report, runs: list[dict[str, Any]], pairs: list[dict[str, Any]]) -> None:
+    n = len(runs)
+    probe = _probe_control(runs)
+    drift = np.array([r["aurocs"]["drift_probe"] for r in runs])
+    oracle = np.array([r["aurocs"]["oracle"] for r in runs])
+    best_input = np.array([r["aurocs"][r["best_control"]] for r in runs])
+    report.add_claim(_seed_claim(
+        "A linear probe reads drift from the residual stream (AUROC >= 0.80, below the oracle "
+        "ceiling).",
+        "drift-probe AUROC (mean over snapshots)",
+        runs, drift, ">=", 0.80, probe,
+        _negative("the best input-only control's AUROC (reads no residual stream)", runs,
+                  best_input),
+        f"restated on the mean over snapshots (the paper: every model); {n} models; range "
+        f"{drift.min():.3f}-{drift.max():.3f}; oracle mean {oracle.mean():.3f}",
+    ))  # fmt: skip
+    base = np.array([[r["aurocs"][b] for b in BASELINES] for r in runs])
+    far = np.abs(base - 0.5).max(axis=1)
+    worst = BASELINES[int(np.argmax(np.abs(base - 0.5).max(axis=0)))]
+    o_mean, o_ci = _seed_interval(runs, oracle)
+    report.add_claim(_seed_claim(
+        "Confidence-based detectors (token entropy, semantic entropy, CCS, SAPLMA) stay near "
+        "chance on drift.",
+        "|drift AUROC − 0.5| of the farthest baseline per snapshot (mean over snapshots)",
+        runs, far, "<=", 0.10,
+        Control.positive("the drift labels are readable: oracle AUROC (t-interval over seeds)",
+                         o_mean, ">=", 0.7, o_ci),
+        _negative("the oracle detector's |AUROC − 0.5|", runs, np.abs(oracle - 0.5)),
+        f"restated on the mean over snapshots; worst: {worst}; means "
+        + ", ".join(f"{b} {base[:, j].mean():.3f}" for j, b in enumerate(BASELINES)),
+    ))  # fmt: skip
+    corr_auroc = np.array([r["correct_auroc"] for r in runs])
+    c_mean, c_ci = _seed_interval(runs, corr_auroc)
+    report.add_claim(Claim.decide(
+        "Our check: the probe reads more than the input (it beats the best input-only control).",
+        "AUROC(probe) - AUROC(best control), mean over models",
+        probe.value, (probe.low, probe.high), ">=", 0.02,
+        positive=Control.positive("the probe reads a label the state holds: correctness-probe "
+                                  "AUROC (t-interval over seeds)", c_mean, ">=", 0.7, c_ci),
+        negative=Control.absent("negative", "the probe refit on shuffled drift labels against "
+                                "the same controls (not run)"),
+        method="95% paired bootstrap over items, pooled over snapshots",
+        note="0.02 AUROC is the smallest lead we count; best controls: "
+        + ", ".join(sorted({r["best_control"] for r in runs})),
+        kind="check",
+    ))  # fmt: skip
+    cos = np.array([max(r["cos"]["cos"].values()) for r in runs])
+    report.add_claim(_seed_claim(
+        "(1) The drift probe's weights are nearly orthogonal to the correctness and uncertainty "
+        "probes'.",
+        "largest |cos(w_drift, w_other)| per snapshot (mean over snapshots)",
+        runs, cos, "<=", 0.14, probe,
+        Control.absent("negative", "probes on labels that share the drift direction (a planted "
+                       "correlated label) must come out above 0.14"),
+        f"null 95% band mean {np.mean([r['cos']['band'] for r in runs]):.3f}; inside the band on "
+        f"{sum(max(r['cos']['cos'].values()) <= r['cos']['band'] for r in runs)}/{n} models",
+    ))  # fmt: skip
     names = list(runs[0]["corrs"])
     rs = np.array([[r["corrs"][k][0] for k in names] for r in runs], dtype=float)
-    report.add_claim(_correlation_claim(names, rs))
+    report.add_claim(_correlation_claim(names, rs, runs, probe))
     deltas = np.array(
         [[r["nullspace"]["delta_drift"], r["nullspace"]["delta_correct"]] for r in runs]
     )
-    report.add_claim(
-        Claim.threshold(
-            "(3) Removing the correctness direction leaves drift probing unchanged, and vice versa.",
-            "largest |delta AUROC| over models and directions",
-            float(np.abs(deltas).max()),
-            "<=",
-            0.01,
-            f"mean delta drift {deltas[:, 0].mean():+.4f}, delta correctness {deltas[:, 1].mean():+.4f}",
-        )
-    )
+    report.add_claim(_seed_claim(
+        "(3) Removing the correctness direction leaves drift probing unchanged, and vice versa.",
+        "largest |delta AUROC| over the two directions per snapshot (mean over snapshots)",
+        runs, np.abs(deltas).max(axis=1), "<=", 0.01, probe,
+        Control.absent("negative", "removing the drift direction itself (the drift AUROC must "
+                       "drop by more than 0.01)"),
+        f"mean delta drift {deltas[:, 0].mean():+.4f}, delta correctness {deltas[:, 1].mean():+.4f}",
+    ))  # fmt: skip
     after = np.array([r["inlp_correct"]["erased_after_inlp"] for r in runs])
     drop = np.array(
         [r["inlp_correct"]["kept"] - r["inlp_correct"]["kept_after_inlp"] for r in runs]
     )
     leace = np.array([r["inlp_correct"]["erased_after_leace"] for r in runs])
-    report.add_claim(
-        Claim(
-            "(4) INLP (k = 10) erases correctness (AUROC <= 0.55) while drift AUROC drops <= 0.02.",
-            "highest correctness AUROC after INLP over models",
-            float(after.max()),
-            "<= 0.55, drift drop <= 0.02",
-            bool(after.max() <= 0.55 and drop.max() <= 0.02),
-            f"largest drift drop {drop.max():+.3f}; after LEACE correctness AUROC max {leace.max():.3f}, "
-            f"drift drop max {np.max([r['inlp_correct']['kept'] - r['inlp_correct']['kept_after_leace'] for r in runs]):+.3f}",
-        )
-    )
+    report.add_claim(_seed_claim(
+        "(4) INLP (k = 10) erases correctness (AUROC <= 0.55) while drift AUROC drops <= 0.02.",
+        "max(correctness AUROC after INLP − 0.55, drift drop − 0.02) per snapshot (mean)",
+        runs, np.maximum(after - 0.55, drop - 0.02), "<=", 0.0, probe,
+        Control.absent("negative", "INLP on the drift label itself (its drift drop must exceed "
+                       "0.02)"),
+        f"both conditions in one margin (<= 0 iff both hold); highest correctness AUROC after "
+        f"INLP {after.max():.3f}, largest drift drop {drop.max():+.3f}; after LEACE correctness "
+        f"AUROC max {leace.max():.3f}, drift drop max "
+        f"{np.max([r['inlp_correct']['kept'] - r['inlp_correct']['kept_after_leace'] for r in runs]):+.3f}",
+    ))  # fmt: skip
     own = np.array(
         [
             [r["means"]["auroc"][("drift", "drift")], r["means"]["auroc"][("correct", "correct")]]
@@ -446,45 +515,58 @@ def _claims(report: Report, runs: list[dict[str, Any]], pairs: list[dict[str, An
             for r in runs
         ]
     )
-    report.add_claim(
-        Claim(
-            "(5) Each difference-of-means direction separates its own label and not the other.",
-            "lowest own-label AUROC over models",
-            float(own.min()),
-            ">= 0.70 own, cross in [0.40, 0.60]",
-            bool(own.min() >= 0.70 and cross.min() >= 0.40 and cross.max() <= 0.60),
-            f"cross-label AUROC range {cross.min():.3f}-{cross.max():.3f}; cos(mu_drift, mu_correct) mean "
-            f"{np.mean([r['means']['cos'][('drift', 'correct')] for r in runs]):+.3f}",
-        )
-    )
+    report.add_claim(_seed_claim(
+        "(5) Each difference-of-means direction separates its own label and not the other.",
+        "min(own-label AUROC − 0.70, 0.10 − |cross-label AUROC − 0.5|) per snapshot (mean)",
+        runs, _separation(own, cross), ">=", 0.0, probe,
+        _negative("swapped arms (each direction scored on the other label)", runs,
+                  _separation(cross, own)),
+        f"both conditions in one margin (>= 0 iff own >= 0.70 and cross in [0.40, 0.60]); "
+        f"lowest own {own.min():.3f}, cross-label AUROC range {cross.min():.3f}-"
+        f"{cross.max():.3f}; cos(mu_drift, mu_correct) mean "
+        f"{np.mean([r['means']['cos'][('drift', 'correct')] for r in runs]):+.3f}",
+    ))  # fmt: skip
     n_blocks = next(
         (len(r["profiles"]["stale"]) for r in runs if r["profiles"]["stale"] is not None), 0
     )
-    report.add_claim(_profile_claim(np.array([r["profile_r"] for r in runs], float), n_blocks))
-    pab = np.array([p["p_a_gt_b"] for p in pairs])
     report.add_claim(
-        Claim.threshold(
-            "Cross-cutoff: on the same prompts the probe fires on the snapshot trained before a fact changed, not after.",
-            "lowest P(A > B) over ordered snapshot pairs",
-            float(pab.min()) if len(pab) else None,
-            ">=",
-            0.9,
-            f"{len(pab)} pairs (seeds x ordered cutoff pairs); mean {pab.mean():.3f}"
-            if len(pab)
-            else "no pairs",
-        )
+        _profile_claim(np.array([r["profile_r"] for r in runs], float), n_blocks, runs)
     )
+    pab = np.array([p["p_a_gt_b"] for p in pairs])
+    statement = ("Cross-cutoff: on the same prompts the probe fires on the snapshot trained "
+                 "before a fact changed, not after.")  # fmt: skip
+    metric = "P(A > B) over ordered snapshot pairs (mean over pairs)"
+    if not len(pab):
+        report.add_claim(Claim.decide(statement, metric, None, None, ">=", 0.9, positive=probe,
+                                      negative=Control.absent("negative", "swapped snapshots: no pairs"),
+                                      method="missing: no snapshot pairs with changed facts",
+                                      note="no pairs"))  # fmt: skip
+        return
+    report.add_claim(_seed_claim(
+        statement, metric, pairs, pab, ">=", 0.9, probe,
+        _negative("swapped snapshots: P(B > A)", pairs, 1 - pab),
+        f"restated on the mean over pairs (the paper: every pair); {len(pab)} pairs (seeds x "
+        f"ordered cutoff pairs); lowest {pab.min():.3f}",
+    ))  # fmt: skip
 
 
-def _correlation_claim(names: list[str], rs: np.ndarray) -> Claim:
-    """Claim (2) from Pearson ``rs`` (``(n_models, n_scores)``, columns named by ``names``). A NaN
-    is a score (or the drift score) that was constant on a model, where r is undefined: that score
-    is not measured, so the claim cannot be supported; the value is the largest |r| over the scores
-    measured on every model (``None`` if none is)."""
+def _separation(own: np.ndarray, cross: np.ndarray) -> np.ndarray:
+    """Per snapshot: >= 0 iff every own-label AUROC is >= 0.70 and every cross-label AUROC within
+    0.10 of chance (``own``, ``cross``: ``(n, 2)``)."""
+    return np.minimum((own - 0.70).min(axis=1), (0.10 - np.abs(cross - 0.5)).min(axis=1))
+
+
+def _correlation_claim(
+    names: list[str], rs: np.ndarray, runs: list[dict[str, Any]], positive: Control
+) -> Claim:
+    """Claim (2) from Pearson ``rs`` (``(n_models, n_scores)``, columns named by ``names``;
+    ``runs[i]["seed"]`` the seed of model ``i``). A NaN is a score (or the drift score) that was
+    constant on a model, where r is undefined: that score is not measured, so the claim is
+    inconclusive; the note gives the largest |r| over the scores measured on every model."""
     statement = (
         "(2) Drift scores are uncorrelated with correctness, token entropy and semantic entropy."
     )
-    metric = "largest |Pearson r| over models and scores"
+    metric = "largest |Pearson r| over scores per snapshot (mean over snapshots)"
     missing = np.isnan(rs).sum(0)
     measured = [j for j in range(len(names)) if missing[j] == 0]
     means = ", ".join(
@@ -494,55 +576,55 @@ def _correlation_claim(names: list[str], rs: np.ndarray) -> Claim:
     gaps = ", ".join(
         f"{k} on {missing[j]} of {len(rs)} models" for j, k in enumerate(names) if missing[j]
     )
-    if not measured:
-        return Claim(
-            statement, metric, None, "<= 0.2", False, f"not measured: constant scores ({gaps})"
-        )
-    worst = float(np.abs(rs[:, measured]).max())
-    claim = Claim.threshold(statement, metric, worst, "<=", 0.20, f"means: {means}")
-    if not gaps:
-        return claim
-    return Claim(
-        statement,
-        metric,
-        worst,
-        claim.target,
-        False,
-        f"not measured for {gaps} (constant scores, r undefined); largest |r| over the other "
-        f"scores {worst:.3f}; means: {means}",
+    negative = Control.absent(
+        "negative", "the drift score against a score built from the drift label (r must exceed 0.2)"
     )
+    if gaps:
+        seen = (
+            f"; largest |r| over the other scores {np.abs(rs[:, measured]).max():.3f}"
+            if measured
+            else ""
+        )
+        return Claim.decide(statement, metric, None, None, "<=", 0.20, positive=positive,
+                            negative=negative,
+                            method=f"missing: not measured for {gaps} (constant scores, r undefined)",
+                            note=f"not measured for {gaps}{seen}; means: {means}")  # fmt: skip
+    return _seed_claim(statement, metric, runs, np.abs(rs).max(axis=1), "<=", 0.20, positive,
+                       negative, f"means: {means}")  # fmt: skip
 
 
-def _profile_claim(prof: np.ndarray, n_blocks: int) -> Claim:
+def _profile_claim(prof: np.ndarray, n_blocks: int, runs: list[dict[str, Any]]) -> Claim:
     """The MLP-profile claim from the profile r of every model; NaN where a model has fewer than 5
-    drifted-stale or confabulation items (or fewer than 3 blocks). The claim is about every model,
-    so it is measured only if every model is; otherwise the note gives the measured ones."""
+    drifted-stale or confabulation items (or fewer than 3 blocks): then not measured."""
     statement = "Stale recall and confabulation share MLP dynamics (profile correlation r > 0.8)."
-    metric = "lowest Pearson r of the mean MLP logit-attribution profiles over models"
+    metric = "Pearson r of the mean MLP logit-attribution profiles (mean over snapshots)"
+    positive = Control.absent(
+        "positive",
+        "a pair of item groups known to differ in MLP dynamics (e.g. a planted "
+        "ablated block) that the profile r separates",
+    )
+    negative = Control.absent(
+        "negative",
+        "the same r on groups whose dynamics differ (random splits of one group "
+        "share them, so they cannot serve)",
+    )
     ok = np.isfinite(prof)
     if ok.all():
-        return Claim.threshold(
-            statement,
-            metric,
-            float(prof.min()),
-            ">",
-            0.8,
-            f"r per block profile ({n_blocks} blocks); mean r {prof.mean():.3f} over {len(prof)} models",
-        )
+        return _seed_claim(statement, metric, runs, prof, ">", 0.8, positive, negative,
+                           f"r per block profile ({n_blocks} blocks); lowest r {prof.min():.3f} "
+                           f"over {len(prof)} models")  # fmt: skip
     seen = (
         f"; lowest r {prof[ok].min():.3f}, mean {prof[ok].mean():.3f} over the measured ones"
         if ok.any()
         else ""
     )
-    return Claim(
-        statement,
-        metric,
-        None,
-        "> 0.8",
-        False,
-        f"not measured: {int((~ok).sum())} of {len(prof)} models have fewer than 5 drifted-stale "
-        f"or confabulation items (or < 3 blocks){seen}",
+    why = (
+        f"{int((~ok).sum())} of {len(prof)} models have fewer than 5 drifted-stale or "
+        "confabulation items (or < 3 blocks)"
     )
+    return Claim.decide(statement, metric, None, None, ">", 0.8, positive=positive,
+                        negative=negative, method=f"missing: not measured: {why}",
+                        note=f"not measured: {why}{seen}")  # fmt: skip
 
 
 def _tables(
