@@ -19,8 +19,9 @@ The rule, :func:`combine`, in order:
 4. wholly inside: ``supported`` only if a negative control ran and came out ``refuted``. A
    negative control that comes out ``supported`` means the rule cannot fail: the claim is
    ``inconclusive`` and flagged as a **defect** (:attr:`Claim.defect`). A claim refuted by its own
-   interval stays ``refuted`` (the rule did fail), and a supported negative control is still
-   flagged: it was not a case where the claim must fail.
+   interval stays ``refuted`` and is no defect: its rule did fail, so it can; a supported negative
+   control there only shows that on this data it was no case where the claim must fail (swapped
+   arms when the effect runs the other way), and the reason says so.
 
 A claim built the two-valued way (a point against a threshold, no controls: :meth:`Claim.threshold`,
 :meth:`Claim.decided`, or ``Claim(statement, metric, value, target, point_check)``) keeps the point
@@ -298,10 +299,13 @@ def combine(
     if not positive.passed:
         why = "missing" if positive.missing else f"{positive.text()}"
         return "inconclusive", f"positive control did not pass ({why})"
-    if interval_verdict == "refuted":  # the rule did fail here; a supported negative is flagged
+    if interval_verdict == "refuted":  # the rule did fail here, so it can: no defect
         return (
             "refuted",
-            "the negative control comes out supported (a DEFECT of the control)" if defect else "",
+            "the negative control comes out supported: on this data it is no case where the claim "
+            "must fail (the effect runs the other way)"
+            if defect
+            else "",
         )
     if interval_verdict == "inconclusive":
         return "inconclusive", "the interval is undefined or straddles the target"
@@ -410,8 +414,14 @@ class Claim:
 
     @property
     def defect(self) -> bool:
-        """The negative control came out supported: the claim's rule cannot fail."""
-        return self.negative is not None and self.negative.verdict == "supported"
+        """The negative control came out supported while the claim's own interval did not refute it:
+        the claim's rule cannot fail. (Where the interval refutes the claim, the rule has failed, so
+        a supported negative control is no defect of the rule; see :func:`combine`.)"""
+        if self.negative is None or self.negative.verdict != "supported":
+            return False
+        if self.op not in (">", ">=", "<", "<=") or self.target_value is None:
+            return True
+        return decide(self.low, self.high, self.op, self.target_value) != "refuted"  # type: ignore[arg-type]
 
     @classmethod
     def decide(
