@@ -3,6 +3,7 @@
 import json
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 
 from gv_gap.reproduce import SCALES, reproduce
@@ -23,7 +24,15 @@ def test_smoke_report_has_every_claim_table_and_figure(report):
         assert word in statements
     assert len(rep.claims) == 3 + 2 + 2  # two continual offsets, two update variants at smoke
     for c in rep.claims:
-        assert c.point_check is False or (c.value is not None and c.value == c.value)
+        assert c.verdict in ("supported", "refuted", "inconclusive")
+        assert c.missing_parts() == [], c.statement
+        # the format is not learned at smoke: every claim is inconclusive on that control, none
+        # is refuted by a testbed that cannot show the effect
+        assert c.verdict == "inconclusive", c.statement
+        assert not c.positive.passed, c.statement
+        # every claim rests on the format being learned: its positive control is that number
+        assert c.positive is not None
+        assert "format learned" in c.positive.description
     for name in ("learning_epochs", "discordance", "continual", "updating", "curves", "song_gap"):
         assert rep.tables[name], name
     assert sorted(rep.figures) == [
@@ -73,7 +82,7 @@ def test_job_runs_with_one_thread_whatever_the_workers(monkeypatch):
 
 def test_censored_times_are_lower_bounds_in_the_order_claims():
     from gv_gap.curves import LearningTime
-    from gv_gap.reproduce import _before, _first_claim
+    from gv_gap.reproduce import _before
 
     exact, rising, never = (
         LearningTime(5.0),
@@ -86,31 +95,123 @@ def test_censored_times_are_lower_bounds_in_the_order_claims():
     assert _before(never, exact) is False  # censored t_V is not "before"
     assert _before(rising, never) is None  # both censored: undecided
     assert _before(never, never) is None
-    claim = _first_claim({"c": None}, [None, True], "detail")
-    assert claim.value is None
-    assert not claim.point_check
-    assert claim.note.startswith("not measured")
-    assert _first_claim({"c": True}, [True, True], "detail").point_check
+
+
+def _result(n: int, learned: bool):
+    """A planted format result: ``n`` facts, 2 controls; ``learned``: answer accepted and controls
+    rejected in both polarities; else the model says True to everything (balanced accuracy 0.5)."""
+    from gv_gap.measure import GVResult
+
+    margin = np.ones((n, 3, 2))
+    if learned:
+        margin[:, 0, 1] = -1.0
+        margin[:, 1:, 0] = -1.0
+    return GVResult([str(i) for i in range(n)], 2, [""] * n, np.ones(n, bool), margin)
+
+
+def _runs(learned: bool):
+    return {"c": [SimpleNamespace(format_result=_result(20, learned)) for _ in range(3)]}
+
+
+def test_format_control_reads_balanced_accuracy_on_format_facts():
+    from gv_gap.reproduce import _format_control, _item_balanced
+
+    assert _item_balanced(_result(4, False)).tolist() == [0.5] * 4
+    assert _result(4, False).summary()["balanced_acc"] == 0.5
+    assert _format_control(_runs(True)).passed
+    failed = _format_control(_runs(False))
+    assert not failed.passed
+    assert failed.value == 0.5
+    # one config that did not learn the format fails the control for all
+    mixed = _format_control({**_runs(True), "d": _runs(False)["c"]})
+    assert not mixed.passed
+    assert _format_control({"c": [SimpleNamespace(format_result=None)]}).missing
+
+
+BASE = {
+    "config": "c", "phase": "continual+6", "seeds": 3, "clamped": 0, "retention_gap": 0.2,
+    "ci_low": 0.15, "ci_high": 0.3, "dropped": 0.0, "gen_start": 0.9, "gen_end": 0.5,
+    "ver_start": 0.8, "ver_end": 0.8, "ll_start": 1.0, "ll_end": 0.9,
+    "ll_retention_gap": 0.3, "ll_ci_low": 0.2, "ll_ci_high": 0.4,
+}  # fmt: skip
+
+
+def test_unlearned_format_makes_claims_inconclusive_not_refuted():
+    """Issue 43: with balanced accuracy 0.5 on trained format facts the old claims read "no";
+    now a miss is inconclusive, with the format's number, and refuted only once it is learned."""
+    from gv_gap.reproduce import _continual_claim, _format_control
+
+    miss = {**BASE, "retention_gap": -0.05, "ci_low": -0.1, "ci_high": 0.0}
+    bad, good = _format_control(_runs(False)), _format_control(_runs(True))
+    claim = _continual_claim(miss, bad)
+    assert claim.point_check is False  # what the old two-valued claim reported as "no"
+    assert claim.verdict == "inconclusive"
+    assert "positive control did not pass" in claim.reason
+    assert "0.5" in claim.reason
+    assert _continual_claim(miss, good).verdict == "refuted"
+    assert _continual_claim(BASE, good).verdict == "supported"
+    assert _continual_claim({**BASE, "ci_low": 0.05}, good).verdict == "inconclusive"
 
 
 def test_continual_claims_not_measured_when_clamped_or_undefined():
-    from gv_gap.reproduce import _continual_claim
+    from gv_gap.reproduce import _continual_claim, _format_control
 
-    base = {
-        "config": "c", "phase": "continual+6", "seeds": 3, "clamped": 0, "retention_gap": 0.2,
-        "ci_low": 0.1, "ci_high": 0.3, "dropped": 0.0, "gen_start": 0.9, "gen_end": 0.5,
-        "ver_start": 0.8, "ver_end": 0.8, "ll_start": 1.0, "ll_end": 0.9,
-        "ll_retention_gap": 0.3, "ll_ci_low": 0.2, "ll_ci_high": 0.4,
-    }  # fmt: skip
-    assert _continual_claim(base).point_check
-    clamped = _continual_claim({**base, "seeds": 0, "clamped": 3})
+    good = _format_control(_runs(True))
+    clamped = _continual_claim({**BASE, "seeds": 0, "clamped": 3}, good)
     assert clamped.value is None
+    assert clamped.verdict == "inconclusive"
     assert "past the acquisition budget" in clamped.note
-    some = _continual_claim({**base, "seeds": 2, "clamped": 1})
+    assert clamped.missing_parts() == []
+    some = _continual_claim({**BASE, "seeds": 2, "clamped": 1}, good)
     assert some.note.startswith("1 seed(s) left out")
-    undefined = _continual_claim({**base, "retention_gap": float("nan"), "ver_start": 0.0})
+    undefined = _continual_claim({**BASE, "retention_gap": float("nan"), "ver_start": 0.0}, good)
     assert undefined.value is None
+    assert undefined.verdict == "inconclusive"
     assert undefined.note.startswith("not measured: verification starts at 0")
+
+
+def test_lead_claim_on_planted_times():
+    from gv_gap.curves import LearningTime as T
+    from gv_gap.reproduce import _format_control, _lead, _lead_claim
+
+    good = _format_control(_runs(True))
+
+    def claim(v, g):
+        return _lead_claim("s", "m", [T(x) for x in v], [[T(x) for x in g]], good, "")
+
+    assert claim([2, 3, 2], [8, 9, 8]).verdict == "supported"  # leads by ~6 epochs
+    assert claim([5, 6, 7], [5, 6, 7]).verdict == "refuted"  # a null: no lead of >= 1 epoch
+    assert claim([2, 3, 9], [8, 9, 3]).verdict == "inconclusive"  # across
+    assert claim([8, 9, 8], [2, 3, 2]).verdict == "refuted"  # generation first
+    one = claim([2], [8])
+    assert one.verdict == "inconclusive"
+    assert one.missing_parts() == []
+    # a censored generation time is a lower bound: the lead's high end is infinite
+    value, (low, high) = _lead([T(2.0), T(3.0), T(2.0)], [[T(9.0, "no rise"), T(8.0), T(8.0)]])
+    assert value is None
+    assert high == np.inf
+    assert low > 1
+    # a censored verification time: the low end is -inf, never supported
+    _, (low, _) = _lead([T(9.0, "no rise"), T(3.0)], [[T(10.0), T(8.0)]])
+    assert low == -np.inf
+
+
+def test_share_claim_on_planted_counts():
+    from gv_gap.reproduce import _format_control, _share_claim
+    from paper_common import Control
+
+    good = _format_control(_runs(True))
+
+    def claim(k, n, k0=0):
+        neg = Control.negative("before", k0 / max(n, 1), (0.0, 0.05))
+        return _share_claim("s", "m", k, n, 0.2, good, neg, "cp", "")
+
+    assert claim(40, 100).verdict == "supported"
+    assert claim(2, 100).verdict == "refuted"
+    assert claim(3, 12).verdict == "inconclusive"
+    empty = claim(0, 0)
+    assert empty.verdict == "inconclusive"
+    assert empty.missing_parts() == []
 
 
 def test_song_means_count_the_seeds_they_average():

@@ -120,6 +120,8 @@ class GVRun:
     song: dict[str, dict[str, float]] = field(default_factory=dict)
     info: dict[str, Any] = field(default_factory=dict)
     checkpoints: dict[int, dict[str, torch.Tensor]] = field(default_factory=dict, repr=False)
+    #: the per-fact result on the format facts at the last acquisition evaluation (None: not run)
+    format_result: GVResult | None = field(default=None, repr=False)
 
     def curve(self, phase: str, metric: str) -> np.ndarray:
         if phase not in self.curves:
@@ -244,6 +246,7 @@ def _train_phase(
             s = fmt.summary()
             row["format_gen_acc"], row["format_ver_acc"] = s["gen_acc"], s["ver_acc"]
             row["format_balanced_acc"] = s["balanced_acc"]
+            run.format_result = fmt
         rows.append(row)
         results.append(res)
         if on_epoch is not None:
