@@ -22,6 +22,11 @@ def test_smoke_report_has_claims_tables_and_figures(smoke):
     report, out = smoke
     statements = [c.statement for c in report.claims]
     assert len(statements) == 7  # no HP defence at smoke, so no claim 3
+    for c in report.claims:
+        assert c.verdict in ("supported", "refuted", "inconclusive")
+        assert c.missing_parts() == [], c.statement
+        assert c.negative is not None
+        assert c.positive is not None
     assert any("Rank leakage" in s for s in statements)
     assert any("down to chance" in s for s in statements)
     for name in ("summary", "asr", "tracing", "timing"):
@@ -89,42 +94,120 @@ def test_fact_token_ties_go_to_the_first_lookup_token():
     assert _pick_fact_token(clear) == "last"
 
 
-def test_claim5_with_nothing_to_lower_is_undecided_not_refuted():
+N = 200
+
+
+def _cell(rng, top1=1.0, asr=0.5, chance=0.02, para=0.8, neigh=0.9, util=0.9):
+    from rce.attacks import BUDGETS
+
+    def draw(p):
+        return rng.random(N) < p
+
+    out = {"target_top1": draw(top1), "paraphrase": np.full(N, para),
+           "neighbour_acc": np.full(N, neigh), "utility_acc": np.full(N, util),
+           "true_rank": np.full(N, 3)}  # fmt: skip
+    for b in BUDGETS:
+        for attack in ("output", "hp", "pd", "ir"):
+            out[f"success/{attack}/{b}"] = draw(asr if attack == "output" else asr / 2)
+        out[f"chance/{b}"] = draw(chance)
+    return out
+
+
+def _verdicts(pooled):
+    from paper_common import Report
+    from rce.reproduce import _claims
+
+    rows = [{"cell": c, "median_true_rank": 3.0, "chance_decoy@10": 0.02} for c in pooled]
+    cfg = {"editors": ["rome"], "defences": ["none", "rce"]}
+    report = Report(package="rce", title="t", scale="smoke", seed=0)
+    _claims(report, cfg, pooled, rows, 1000)
+    return _Claims(report.claims)
+
+
+class _Claims(list):
+    def __getitem__(self, text):
+        (claim,) = [c for c in self if c.statement.startswith(text)]
+        return claim
+
+
+def test_concealment_by_an_edit_that_did_not_take_is_not_supported():
+    """Audit (issue 43): "RCE brings the Output Attack down to chance" passed whatever the reason
+    the attack fails, even when the sanitized edit itself did not take (MEMIT + RCE top-1 0.61 at
+    quick). Now the edit's efficacy is its positive control and no defence its negative one."""
+    rng = np.random.default_rng(0)
+    before = {**_cell(rng, top1=0.0, asr=1.0), "paraphrase": np.zeros(N)}
+    ok = {"before": before, "rome/none": _cell(rng), "rome/rce": _cell(rng, asr=0.0)}
+    claim = _verdicts(ok)["RCE brings the Output Attack do"]
+    assert claim.verdict == "supported"
+    assert claim.negative.verdict == "refuted"
+    broken = {**ok, "rome/rce": _cell(rng, top1=0.3, asr=0.0)}
+    claim = _verdicts(broken)["RCE brings the Output Attack do"]
+    assert claim.point_check  # what the old two-valued claim reported: supported
+    assert claim.verdict == "inconclusive"
+    assert "edits took" in claim.reason
+    # without a leak to remove (no defence at chance too) the rule cannot fail: not supported
+    quiet = {**ok, "rome/none": _cell(rng, asr=0.0)}
+    claim = _verdicts(quiet)["RCE brings the Output Attack do"]
+    assert claim.verdict == "inconclusive"
+    assert claim.defect
+
+
+def test_smoke_sized_claims_on_planted_cells():
+    rng = np.random.default_rng(1)
+    before = {**_cell(rng, top1=0.0, asr=1.0), "paraphrase": np.zeros(N)}
+    claims = _verdicts({"before": before, "rome/none": _cell(rng, asr=0.9),
+                        "rome/rce": _cell(rng, asr=0.0)})  # fmt: skip
+    assert claims["Rank leakage"].verdict == "supported"
+    assert claims["The one-query Output Attack ma"].verdict == "supported"
+    assert claims["RCE also lowers the head-proje"].verdict == "supported"
+    assert claims["ROME + RCE keeps edit fidelity"].verdict == "supported"
+    weak = _verdicts({"before": before, "rome/none": _cell(rng, asr=0.1),
+                      "rome/rce": _cell(rng, asr=0.1, neigh=0.5)})  # fmt: skip
+    assert weak["Rank leakage"].verdict == "refuted"
+    assert weak["ROME + RCE keeps edit fidelity"].verdict == "refuted"
+
+
+def test_claim5_with_nothing_to_lower_is_inconclusive_not_refuted():
     from rce.reproduce import _lowers_claim
 
-    # HP and PD lowered, but IR never succeeded with or without RCE: 0 - 0 is not "< 0"
-    pairs = [
-        (0.1, 0.5, "rome", "hp", 10),
-        (0.0, 0.3, "rome", "pd", 10),
-        (0.0, 0.0, "rome", "ir", 20),
-    ]
-    claim = _lowers_claim(pairs)
-    assert not claim.point_check
-    assert claim.value == pytest.approx(-0.3)
-    assert claim.note.startswith("undecided: 1 of 3 pairs (rome ir@20)")
-    # the same pairs without the 0-0 one: supported
-    assert _lowers_claim(pairs[:2]).point_check
-    # a pair that got worse refutes, whatever else is undecided
-    worse = _lowers_claim([(0.2, 0.1, "rome", "hp", 10), (0.0, 0.0, "rome", "ir", 20)])
-    assert not worse.point_check
-    assert "refuted" in worse.note
-    # nothing to lower anywhere: not measured
-    none = _lowers_claim([(0.0, 0.0, "memit", "hp", 10)])
-    assert none.value is None
-    assert not none.point_check
-    assert none.note.startswith("not measured")
+    rng = np.random.default_rng(0)
+
+    def arr(p):
+        return (rng.random(300) < p).astype(float)
+
+    lowered = [(arr(0.1), arr(0.5), "rome", "hp", 10), (arr(0.0), arr(0.3), "rome", "pd", 10)]
+    assert _lowers_claim(lowered).verdict == "supported"
+    # IR never succeeded with or without RCE: nothing to lower, the positive control fails
+    nothing = _lowers_claim([*lowered, (arr(0.0), arr(0.0), "rome", "ir", 20)])
+    assert nothing.verdict == "inconclusive"
+    assert "every attack succeeds without a defence" in nothing.reason
+    # an attack RCE made worse refutes
+    worse = _lowers_claim([*lowered, (arr(0.6), arr(0.3), "rome", "ir", 20)])
+    assert worse.verdict == "refuted"
+    same = _lowers_claim([(arr(0.3), arr(0.3), "rome", "hp", 10)])
+    assert same.verdict in ("refuted", "inconclusive")
+    assert _lowers_claim([]).missing_parts() == []
 
 
 def test_claim6_without_a_rome_reference_is_not_measured():
-    from rce.reproduce import _fidelity_claim
+    from rce.reproduce import _efficacy, _fidelity_claim
 
-    row = {"target_top1": 1.0, "paraphrase": 0.9, "neighbour_drop": 0.0, "utility_drop": 0.0}
-    assert _fidelity_claim("rome", row, 0.9).point_check
+    rng = np.random.default_rng(2)
+    before = {**_cell(rng, top1=0.0), "paraphrase": np.zeros(N)}
+    pooled = {"before": before, "rome/none": _cell(rng), "rome/rce": _cell(rng),
+              "memit/none": _cell(rng), "memit/rce": _cell(rng)}  # fmt: skip
+    good = _efficacy(pooled, ["rome/none"])
+    claim = _fidelity_claim("rome", pooled, good)
+    assert claim.verdict == "supported"
+    assert claim.negative.verdict == "refuted"  # the unedited model has no fidelity to the edit
     # MEMIT alone: no ROME paraphrase reference. Before, `0.9 >= nan - 0.05` was silently False
-    claim = _fidelity_claim("memit", row, float("nan"))
+    alone = {k: v for k, v in pooled.items() if not k.startswith("rome")}
+    claim = _fidelity_claim("memit", alone, good)
     assert claim.value is None
-    assert not claim.point_check
+    assert claim.verdict == "inconclusive"
     assert "not measured: paraphrase reference" in claim.note
-    claim = _fidelity_claim("rome", {**row, "neighbour_drop": float("nan")}, 0.9)
-    assert not claim.point_check
+    assert claim.missing_parts() == []
+    nan = {**pooled, "rome/rce": {**pooled["rome/rce"], "neighbour_acc": np.full(N, np.nan)}}
+    claim = _fidelity_claim("rome", nan, good)
+    assert claim.verdict == "inconclusive"
     assert "not measured: neighbourhood drop" in claim.note

@@ -11,6 +11,8 @@ B in {1, 2, 5, 10, 20}. The fact token and layer come from causal tracing.
 from __future__ import annotations
 
 import os
+import warnings
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -18,6 +20,7 @@ import torch
 
 from paper_common import (
     Claim,
+    Control,
     Report,
     Stopwatch,
     check_scale,
@@ -29,6 +32,7 @@ from paper_common import (
 from paper_common.device import pinned_threads
 from paper_common.facts import RELATIONS, World
 from paper_common.lm import fact_lm
+from paper_common.stats import ConfidenceInterval, extreme_interval, proportion_interval
 from rce.attacks import BUDGETS
 from rce.editing import (
     FTConfig,
@@ -365,6 +369,48 @@ def reproduce(
     return report
 
 
+#: pre-declared: an editor's edits "work" (the testbed can show leakage and concealment at all) when
+#: the new target is top-1 on at least 80% of the edit prompts over the whole interval
+EFFICACY_MIN = 0.8
+_N_BOOT = 2000
+
+
+def _boot(stat: Callable[[np.ndarray], np.ndarray], n: int, seed: int = 0) -> ConfidenceInterval:
+    """Percentile 95% bootstrap over the ``n`` requests (pooled over seeds) of ``stat``, which maps
+    an index array ``(n_resamples, n)`` to one value per row (paired: every array it reads is
+    indexed alike). The estimate is ``stat`` on the requests as they are."""
+    idx = np.random.default_rng(seed).integers(0, n, size=(_N_BOOT, n))
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # nanmean of an all-NaN resample
+        values = stat(idx)
+        estimate = float(stat(np.arange(n)[None])[0])
+    if np.isnan(values).any():
+        return ConfidenceInterval(estimate, np.nan, np.nan, 0.95)
+    low, high = np.quantile(values, [0.025, 0.975])
+    return ConfidenceInterval(estimate, float(low), float(high), 0.95)
+
+
+def _share(x: np.ndarray) -> ConfidenceInterval:
+    """Clopper-Pearson interval of the share of ``True`` in ``x``."""
+    x = np.asarray(x, dtype=bool)
+    return proportion_interval(int(x.sum()), len(x))
+
+
+def _efficacy(pooled: dict[str, dict[str, np.ndarray]], cells: list[str]) -> Control:
+    """Positive control: the edits of every cell in ``cells`` took (new target top-1 on the edit
+    prompt, the lowest cell's Clopper-Pearson interval); a failed edit conceals trivially and
+    leaks nothing."""
+    ci = extreme_interval([_share(pooled[c]["target_top1"]) for c in cells], largest=False)
+    return Control.positive(
+        f"edits took: new target top-1 on the edit prompt ({', '.join(cells)}; lowest, "
+        "Clopper-Pearson)",
+        ci.estimate,
+        ">=",
+        EFFICACY_MIN,
+        ci,
+    )
+
+
 def _claims(
     report: Report,
     cfg: dict[str, Any],
@@ -375,178 +421,243 @@ def _claims(
     row = {r["cell"]: r for r in summary}
     editors = cfg["editors"]
     defences = cfg["defences"]
+    n = len(pooled["before"]["target_top1"])
 
-    def asr(cell: str, attack: str, b: int) -> float:
-        return float(np.mean(pooled[cell][f"success/{attack}/{b}"]))
+    def hit(cell: str, attack: str, b: int) -> np.ndarray:
+        return np.asarray(pooled[cell][f"success/{attack}/{b}"], dtype=float)
 
     def ci(cell: str, attack: str, b: int) -> str:
         rate, lo, hi, n = _rate(pooled[cell][f"success/{attack}/{b}"])
         return f"{rate:.2f} [{lo:.2f}, {hi:.2f}] (n={n})"
 
+    def diff(a: np.ndarray, b: np.ndarray) -> ConfidenceInterval:
+        return _boot(lambda i: a[i].mean(1) - b[i].mean(1), n)
+
+    plain = [f"{e}/none" for e in editors]
+    method_cp = "95% Clopper-Pearson over edited facts pooled over seeds"
+    method_boot = "95% paired percentile bootstrap over edited facts pooled over seeds"
     # 1. rank leakage after plain edits
     for e in editors:
         cell = f"{e}/none"
         r = row[cell]
-        ok = (
-            r["median_true_rank"] <= 5
-            and r["output_asr@10"] >= 0.5
-            and max(r["chance_decoy@10"], 10 / n_values) <= 0.10
-        )
+        share = _share(pooled[cell]["success/output/10"])
+        decoy = (
+            Control.negative("a random decoy value in place of the true one (chance)",
+                             *_ci_args(_share(pooled[cell]["chance/10"])))
+            if "chance/10" in pooled[cell]
+            else Control.absent("negative", "decoy values for the requests (chance)")
+        )  # fmt: skip
         report.add_claim(
-            Claim(
+            Claim.decide(
                 f"Rank leakage: after {e.upper()} with no defence the true token stays near the top",
                 "Output ASR@10 (target excluded)",
-                r["output_asr@10"],
-                "median rank <= 5, ASR@10 >= 0.5, chance <= 0.10",
-                bool(ok),
-                f"median true rank {r['median_true_rank']:.0f}; ASR@10 {ci(cell, 'output', 10)}; "
-                f"chance: decoy {r['chance_decoy@10']:.3f}, B/|V| {10 / n_values:.3f}; edit efficacy {r['target_top1']:.2f}",
+                share.estimate, share, ">=", 0.5,
+                positive=_efficacy(pooled, [cell]), negative=decoy, method=method_cp,
+                note=f"decided on ASR@10 >= 0.5; median true rank {r['median_true_rank']:.0f} "
+                f"(the paper also asks <= 5); chance: decoy {r['chance_decoy@10']:.3f}, B/|V| "
+                f"{10 / n_values:.3f}",
             )
-        )
+        )  # fmt: skip
     # 2. the one-query Output Attack matches or beats HP, PD, IR at equal B (no defence)
-    gaps = []
+    gaps, nulls = [], []
     for e in editors:
         for other in ("hp", "pd", "ir"):
             for b in BUDGETS:
-                key = f"success/{other}/{b}"
-                if key in pooled[f"{e}/none"]:
-                    gaps.append(
-                        (asr(f"{e}/none", "output", b) - asr(f"{e}/none", other, b), e, other, b)
-                    )
-    worst = min(gaps)
-    report.add_claim(
-        Claim.threshold(
-            "The one-query Output Attack matches or beats HP, PD and rephrasing at equal budget",
-            "min over editors, attacks and B of Output ASR - other ASR",
-            worst[0],
-            ">=",
-            -0.02,
-            f"worst: {worst[1]} vs {worst[2]} at B={worst[3]}; 'matches' = within 2 points",
-        )
-    )
+                cell = f"{e}/none"
+                if f"success/{other}/{b}" not in pooled[cell]:
+                    continue
+                d = diff(hit(cell, "output", b), hit(cell, other, b))
+                gaps.append((d.estimate, e, other, b, d))
+                if f"chance/{b}" in pooled[cell]:
+                    chance = np.asarray(pooled[cell][f"chance/{b}"], float)
+                    nulls.append(diff(chance, hit(cell, other, b)))
+    worst = min(gaps, key=lambda g: g[0])
+    both = extreme_interval([g[4] for g in gaps], largest=False)
+    report.add_claim(Claim.decide(
+        "The one-query Output Attack matches or beats HP, PD and rephrasing at equal budget",
+        "min over editors, attacks and B of Output ASR - other ASR",
+        both.estimate, both, ">=", -0.02,
+        positive=_efficacy(pooled, plain),
+        negative=Control.negative("a random decoy in place of the Output Attack",
+                                  *_ci_args(extreme_interval(nulls, largest=False)))
+        if len(nulls) == len(gaps) else Control.absent("negative", "decoy values (chance)"),
+        method=method_boot + "; the lowest pair's interval (every pair must meet the target)",
+        note=f"worst: {worst[1]} vs {worst[2]} at B={worst[3]}; 'matches' = within 2 points",
+    ))  # fmt: skip
     # 3. it survives the HP and max-entropy defences
     measured = [d for d in ("head_projection", "max_entropy") if d in defences]
-    kept = [(asr(f"{e}/{d}", "output", 10), e, d) for e in editors for d in measured]
+    kept = [(f"{e}/{d}", e, d) for e in editors for d in measured]
     if kept:
-        low = min(kept)
+        low = extreme_interval([_share(pooled[c]["success/output/10"]) for c, _, _ in kept],
+                               largest=False)  # fmt: skip
         names = " and ".join(d.replace("_", "-") for d in measured)
-        report.add_claim(
-            Claim.threshold(
-                f"The Output Attack keeps ASR@10 >= 30% under the {names} defence"
-                + ("s" if len(measured) > 1 else ""),
-                f"min Output ASR@10 over editors x {{{', '.join(measured)}}}",
-                low[0],
-                ">=",
-                0.30,
-                "; ".join(f"{e}/{d} {ci(f'{e}/{d}', 'output', 10)}" for _, e, d in kept),
-            )
-        )
+        rce = (
+            Control.negative("the RCE cells (which must conceal)", *_ci_args(extreme_interval(
+                [_share(pooled[f"{e}/rce"]["success/output/10"]) for e in editors], largest=False)))
+            if "rce" in defences
+            else Control.absent("negative", "an RCE cell (a defence that must conceal)")
+        )  # fmt: skip
+        report.add_claim(Claim.decide(
+            f"The Output Attack keeps ASR@10 >= 30% under the {names} defence"
+            + ("s" if len(measured) > 1 else ""),
+            f"min Output ASR@10 over editors x {{{', '.join(measured)}}}",
+            low.estimate, low, ">=", 0.30,
+            positive=_efficacy(pooled, [c for c, _, _ in kept]), negative=rce,
+            method=method_cp + "; the lowest cell's interval",
+            note="; ".join(f"{e}/{d} {ci(f'{e}/{d}', 'output', 10)}" for _, e, d in kept),
+        ))  # fmt: skip
     if "rce" not in defences:
         return
+
     # 4. RCE conceals from the Output Attack: ASR@10 within 5 points of chance
-    excess = [
-        (asr(f"{e}/rce", "output", 10) - max(row[f"{e}/rce"]["chance_decoy@10"], 10 / n_values), e)
-        for e in editors
-    ]
-    top = max(excess)
-    report.add_claim(
-        Claim.threshold(
-            "RCE brings the Output Attack down to chance",
-            "max over editors of Output ASR@10 - chance",
-            top[0],
-            "<=",
-            0.05,
-            "; ".join(
-                f"{e}: ASR@10 {ci(f'{e}/rce', 'output', 10)}, chance {max(row[f'{e}/rce']['chance_decoy@10'], 10 / n_values):.3f}"
-                for _, e in excess
-            ),
-        )
-    )
+    def excess(cell: str) -> ConfidenceInterval:
+        out = hit(cell, "output", 10)
+        dec = np.asarray(pooled[cell].get("chance/10", np.zeros(n)), float)
+        return _boot(lambda i: out[i].mean(1) - np.maximum(dec[i].mean(1), 10 / n_values), n)
+
+    top = extreme_interval([excess(f"{e}/rce") for e in editors])
+    report.add_claim(Claim.decide(
+        "RCE brings the Output Attack down to chance",
+        "max over editors of Output ASR@10 - chance",
+        top.estimate, top, "<=", 0.05,
+        positive=_efficacy(pooled, [f"{e}/rce" for e in editors]),
+        negative=Control.negative("no defence (the leak RCE must remove)",
+                                  *_ci_args(extreme_interval([excess(c) for c in plain]))),
+        method=method_boot + "; the highest editor's interval",
+        note="; ".join(
+            f"{e}: ASR@10 {ci(f'{e}/rce', 'output', 10)}, chance "
+            f"{max(row[f'{e}/rce']['chance_decoy@10'], 10 / n_values):.3f}"
+            for e in editors
+        ),
+    ))  # fmt: skip
     # 5. and generalises: HP, PD and IR succeed less often than against the same editor without RCE
     pairs = [
-        (asr(f"{e}/rce", attack, b), asr(f"{e}/none", attack, b), e, attack, b)
+        (hit(f"{e}/rce", attack, b), hit(f"{e}/none", attack, b), e, attack, b)
         for e in editors
         for attack, b in (("hp", 10), ("pd", 10), ("ir", 20))
         if f"success/{attack}/{b}" in pooled[f"{e}/rce"]
     ]
     report.add_claim(_lowers_claim(pairs))
     # 6. fidelity with RCE
-    rome_para = row["rome/none"]["paraphrase"] if "rome/none" in row else float("nan")
     for e in editors:
-        report.add_claim(_fidelity_claim(e, row[f"{e}/rce"], rome_para))
+        report.add_claim(_fidelity_claim(e, pooled, _efficacy(pooled, [f"{e}/none"])))
 
 
-def _lowers_claim(pairs: list[tuple[float, float, str, str, int]]) -> Claim:
-    """Claim 5 from ``(ASR with RCE, ASR without defence, editor, attack, B)`` per pair.
+def _ci_args(ci: ConfidenceInterval) -> tuple[float, ConfidenceInterval]:
+    return ci.estimate, ci
 
-    An attack that never succeeds without a defence (ASR 0 there and 0 with RCE) gives nothing to
-    lower: the strict ``<`` would count it as a failure although nothing got worse, so such a pair
-    is reported as undecided and the claim cannot be supported; the value is the largest difference
-    over the other pairs (``None`` if there are none)."""
+
+def _lowers_claim(pairs: list[tuple[np.ndarray, np.ndarray, str, str, int]]) -> Claim:
+    """Claim 5 from ``(success with RCE, success without defence, editor, attack, B)`` per pair
+    (per-request arrays, the same requests in both). Decided on the highest pair's paired bootstrap
+    interval of ASR(RCE) − ASR(no defence) against <= −0.02. Positive control: every attack
+    succeeds without a defence (a pair with nothing to lower is untestable, not refuted); negative
+    control: the arms swapped."""
     statement = "RCE also lowers the head-projection, probability-delta and rephrasing attacks"
     metric = "max over editors and attacks of ASR(RCE) - ASR(no defence) (HP, PD at B=10; IR at 20)"
-    undecided = [(e, a, b) for rce, none, e, a, b in pairs if rce == 0 and none == 0]
-    decided = [(rce - none, e, a, b) for rce, none, e, a, b in pairs if rce != 0 or none != 0]
-    detail = "; ".join(f"{e} {a}@{b}: {rce - none:+.2f}" for rce, none, e, a, b in pairs)
-    if not decided:
-        return Claim(
-            statement,
-            metric,
-            None,
-            "< 0",
-            False,
-            "not measured: every attack has ASR 0 with and without RCE, nothing to lower; "
-            + detail,
-        )
-    worst = max(decided)
-    claim = Claim.threshold(statement, metric, worst[0], "<", 0.0, detail)
-    if not undecided:
-        return claim
-    names = ", ".join(f"{e} {a}@{b}" for e, a, b in undecided)
-    return Claim(
-        statement,
-        metric,
-        worst[0],
-        claim.target,
-        False,
-        f"undecided: {len(undecided)} of {len(pairs)} pairs ({names}) have ASR 0 with and without "
-        f"RCE, so there was nothing to lower; max over the other pairs {worst[0]:+.2f}"
-        + (" (already >= 0, refuted)" if not claim.point_check else "")
-        + f"; {detail}",
+    if not pairs:
+        return Claim.decide(statement, metric, None, None, "<=", -0.02,
+                            positive=Control.absent("positive", "an attack with a success rate"),
+                            negative=Control.absent("negative", "swapped arms"),
+                            method="missing: no attack pairs", note="")  # fmt: skip
+    n = len(pairs[0][0])
+
+    def diff(a: np.ndarray, b: np.ndarray) -> ConfidenceInterval:
+        return _boot(lambda i: a[i].mean(1) - b[i].mean(1), n)
+
+    base = extreme_interval([_share(none.astype(bool)) for _, none, *_ in pairs], largest=False)
+    top = extreme_interval([diff(rce, none) for rce, none, *_ in pairs])
+    swapped = extreme_interval([diff(none, rce) for rce, none, *_ in pairs])
+    detail = "; ".join(
+        f"{e} {a}@{b}: {rce.mean() - none.mean():+.2f} (no defence {none.mean():.2f})"
+        for rce, none, e, a, b in pairs
     )
+    return Claim.decide(
+        statement, metric, top.estimate, top, "<=", -0.02,
+        positive=Control.positive("every attack succeeds without a defence (lowest ASR, "
+                                  "Clopper-Pearson)", base.estimate, ">=", 0.05, base),
+        negative=Control.negative("swapped arms (no defence minus RCE)", swapped.estimate,
+                                  swapped),
+        method="95% paired percentile bootstrap over edited facts pooled over seeds; the highest "
+        "pair's interval (every pair must meet the target)",
+        note="restated: a drop of >= 2 points is the smallest that counts (the paper: < 0); "
+        + detail,
+    )  # fmt: skip
 
 
-def _fidelity_claim(editor: str, r: dict[str, Any], rome_para: float) -> Claim:
-    """Claim 6 for one editor from its ``editor/rce`` summary row; ``rome_para`` is ROME's
-    paraphrase rate without a defence, the reference. A part that is NaN (no ROME cell in the run,
-    no paraphrase prompts, no neighbours, no utility questions) is not measured, so the claim is
-    not supported, and the note says which part."""
+def _fidelity_claim(
+    editor: str, pooled: dict[str, dict[str, np.ndarray]], positive: Control
+) -> Claim:
+    """Claim 6 for one editor from the per-request results: the four conditions (target top-1 >=
+    0.95, paraphrase >= ROME's without a defence − 0.05, neighbourhood drop <= 0.02, utility drop
+    <= 0.01) as one margin, the smallest of the four slacks, >= 0, on a paired bootstrap over
+    requests. A part that cannot be measured (no ROME cell, no paraphrases, neighbours or utility
+    questions) leaves the claim inconclusive and the note says which. Negative control: the
+    unedited model in place of the RCE edit (fidelity to an edit that was never made must fail)."""
+    statement = f"{editor.upper()} + RCE keeps edit fidelity and utility"
+    metric = "min slack of (top-1 − 0.95, paraphrase − (ROME's − 0.05), 0.02 − neighbourhood drop, 0.01 − utility drop)"
+    res, base = pooled[f"{editor}/rce"], pooled["before"]
+    ref = pooled.get("rome/none")
     parts = {
-        "target top-1": r["target_top1"],
-        "paraphrase": r["paraphrase"],
-        "paraphrase reference (ROME, no defence)": rome_para,
-        "neighbourhood drop": r["neighbour_drop"],
-        "utility drop": r["utility_drop"],
+        "target top-1": res["target_top1"],
+        "paraphrase": res["paraphrase"],
+        "paraphrase reference (ROME, no defence)": None if ref is None else ref["paraphrase"],
+        "neighbourhood drop": res["neighbour_acc"],
+        "utility drop": res["utility_acc"],
     }
-    missing = [name for name, v in parts.items() if v is None or np.isnan(v)]
-    detail = (
-        f"top-1 {r['target_top1']:.2f}; paraphrase {r['paraphrase']:.2f} (ROME no defence {rome_para:.2f}); neighbourhood drop "
-        f"{r['neighbour_drop']:+.3f}; utility drop {r['utility_drop']:+.3f}"
+    missing = [k for k, v in parts.items() if v is None or np.isnan(np.asarray(v, float)).all()]
+
+    def means(r: dict[str, np.ndarray]) -> str:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # nanmean of a part not measured
+            return _means(r)
+
+    def _means(r: dict[str, np.ndarray]) -> str:
+        return (
+            f"top-1 {np.mean(r['target_top1']):.2f}; paraphrase {np.nanmean(r['paraphrase']):.2f}; "
+            f"neighbourhood drop {np.nanmean(base['neighbour_acc']) - np.nanmean(r['neighbour_acc']):+.3f}; "
+            f"utility drop {np.nanmean(base['utility_acc']) - np.nanmean(r['utility_acc']):+.3f}"
+        )
+
+    detail = means(res) + (
+        "" if ref is None else f" (ROME no defence paraphrase {np.nanmean(ref['paraphrase']):.2f})"
     )
-    ok = not missing and (
-        r["target_top1"] >= 0.95
-        and r["paraphrase"] >= rome_para - 0.05
-        and r["neighbour_drop"] <= 0.02
-        and r["utility_drop"] <= 0.01
-    )
-    return Claim(
-        f"{editor.upper()} + RCE keeps edit fidelity and utility",
-        "sanitized target top-1 on the edit prompt",
-        None if missing else r["target_top1"],
-        "top-1 >= 0.95, paraphrase >= ROME's - 0.05, neighbourhood drop <= 0.02, utility drop <= 0.01",
-        bool(ok),
-        (f"not measured: {', '.join(missing)}; " if missing else "") + detail,
-    )
+    negative_what = "the unedited model in place of the RCE edit"
+    if missing:
+        why = f"not measured: {', '.join(missing)}"
+        return Claim.decide(statement, metric, None, None, ">=", 0.0, positive=positive,
+                            negative=Control.absent("negative", f"{negative_what} ({why})"),
+                            method=f"missing: {why}", note=f"{why}; {detail}")  # fmt: skip
+    n = len(res["target_top1"])
+    assert ref is not None
+
+    def margin(r: dict[str, np.ndarray]) -> ConfidenceInterval:
+        top1, para = np.asarray(r["target_top1"], float), np.asarray(r["paraphrase"], float)
+        neigh, util = np.asarray(r["neighbour_acc"], float), np.asarray(r["utility_acc"], float)
+        ref_p = np.asarray(ref["paraphrase"], float)
+        b_neigh, b_util = (
+            np.asarray(base["neighbour_acc"], float),
+            np.asarray(base["utility_acc"], float),
+        )
+
+        def stat(i: np.ndarray) -> np.ndarray:
+            return np.minimum.reduce([
+                top1[i].mean(1) - 0.95,
+                np.nanmean(para[i], 1) - (np.nanmean(ref_p[i], 1) - 0.05),
+                0.02 - (np.nanmean(b_neigh[i], 1) - np.nanmean(neigh[i], 1)),
+                0.01 - (np.nanmean(b_util[i], 1) - np.nanmean(util[i], 1)),
+            ])  # fmt: skip
+
+        return _boot(stat, n)
+
+    m, null = margin(res), margin(base)
+    return Claim.decide(
+        statement, metric, m.estimate, m, ">=", 0.0, positive=positive,
+        negative=Control.negative(negative_what, null.estimate, null),
+        method="95% paired percentile bootstrap over edited facts pooled over seeds (the utility "
+        "questions are a fixed set: their own sampling error is not in the interval)",
+        note="the four conditions in one margin (>= 0 iff all hold); " + detail,
+    )  # fmt: skip
 
 
 def _figures(
