@@ -27,11 +27,11 @@ class _Fit:
 
 def test_wall_ratio_without_a_pair_is_not_measured():
     fits = {"a": {"gao": _Fit({2.0: 1.0})}}  # d = 3: k = 2 < d + 1, no pair
-    med, note = _wall_ratio(fits, {"a": 3})  # raised on ratios.min() of an empty array
+    med, note, _ = _wall_ratio(fits, {"a": 3})  # raised on ratios.min() of an empty array
     assert math.isnan(med)
     assert "no (layer, k) pair" in note
     fits = {"a": {"gao": _Fit({4.0: 4.0, 8.0: math.nan})}}  # d = 1: 4/d = 4
-    med, note = _wall_ratio(fits, {"a": 1})
+    med, note, _ = _wall_ratio(fits, {"a": 1})
     assert med == 0.0
     assert "1 non-finite exponent(s) left out" in note
 

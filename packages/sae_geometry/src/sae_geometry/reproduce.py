@@ -29,12 +29,19 @@ from scipy.stats import spearmanr
 
 from paper_common import (
     Claim,
+    Control,
     Report,
     Stopwatch,
     check_scale,
     new_figure,
     pin_threads,
     write_report,
+)
+from paper_common.stats import (
+    ConfidenceInterval,
+    bootstrap_ci,
+    extreme_interval,
+    t_interval,
 )
 from sae_geometry.data import SyntheticLayer, flat_torus, round_sphere, synthetic_layer
 from sae_geometry.geometry import (
@@ -52,9 +59,11 @@ from sae_geometry.scaling import (
     aic,
     fit_layer,
     fit_release,
+    fit_shared_exponent,
     fit_universal,
     loo_r2,
     predict_fvu,
+    predict_shared,
     transfer,
     wall_exponent,
 )
@@ -335,10 +344,12 @@ def reproduce(
     sae_cfg = SAETrainConfig(**cfg["sae"])
     rows = sweep({**syn["data"], **lms["data"]}, cfg["widths"], cfg["ks"], seeds, sae_cfg)
     show_rows = sweep(show["data"], cfg["showcase"]["widths"], cfg["ks"], seeds[:1], sae_cfg)
-    conv_layer = {cfg["convergence_layer"]: syn["data"][cfg["convergence_layer"]][0]}
-    conv_rows = sweep(
-        conv_layer, cfg["widths"], cfg["ks"], seeds[:1], replace(sae_cfg, steps=2 * sae_cfg.steps)
+    # every seed's grid of the convergence layer retrained at twice the steps (its own data)
+    conv_layer = {cfg["convergence_layer"]: syn["data"][cfg["convergence_layer"]]}
+    conv_all = sweep(
+        conv_layer, cfg["widths"], cfg["ks"], seeds, replace(sae_cfg, steps=2 * sae_cfg.steps)
     )
+    conv_rows = [r for r in conv_all if r["seed"] == seeds[0]]
     watch.lap("sae_sweep")
     syn_names, lm_names = list(syn["data"]), list(lms["data"])
     fits = _fits(cfg, rows, syn_names + lm_names)
@@ -348,6 +359,18 @@ def reproduce(
         "1x": fit_layer(*sweep_grid(one, cfg["convergence_layer"]), n_boot=0),
         "2x": fit_layer(*sweep_grid(conv_rows, cfg["convergence_layer"]), n_boot=0),
     }
+    conv_moves = [
+        convergence_move(
+            *(
+                fit_layer(*sweep_grid(sel, cfg["convergence_layer"]), n_boot=0).width_exponent
+                for sel in (
+                    [r for r in rows if r["layer"] == cfg["convergence_layer"] and r["seed"] == s],
+                    [r for r in conv_all if r["seed"] == s],
+                )
+            )
+        )
+        for s in seeds
+    ]
     fit_rows = _fit_rows(fits, geo)
     show_fit_rows = _fit_rows(show_fits, geo)
     watch.lap("stage1")
@@ -375,13 +398,28 @@ def reproduce(
         f"{a}->{b}": transfer(lm_x[a], lm_y[a], lm_x[b], lm_y[b]),
         f"{b}->{a}": transfer(lm_x[b], lm_y[b], lm_x[a], lm_y[a]),
     }
-    lm_aic = {}
-    for m, ns in lm_sets.items():
+    lm_aic, lm_gaps = {}, {}
+    for i, (m, ns) in enumerate(lm_sets.items()):
         universal = fit_universal([sweep_grid(rows, n) for n in ns])
         per_layer = sum(fits[n]["power"].rss for n in ns)
         n_pts = sum(fits[n]["power"].n_points for n in ns)
         k_per = sum(fits[n]["power"].n_params for n in ns)
-        lm_aic[m] = {"universal": universal.aic, "per_layer": aic(per_layer, n_pts, k_per)}
+        _, rss_sh, _, k_sh = fit_shared_exponent(
+            [sweep_grid(rows, n) for n in ns], [fits[n]["power"] for n in ns], universal
+        )
+        lm_aic[m] = {
+            "universal": universal.aic,
+            "shared_exponent": aic(rss_sh, n_pts, k_sh),
+            "per_layer": aic(per_layer, n_pts, k_per),
+        }
+        # per SAE seed: the gaps on the measured grids and on a planted shared-exponent law
+        lm_gaps[m] = [
+            layer_law_gaps(
+                [sweep_grid([r for r in rows if r["seed"] == s], n) for n in ns],
+                np.random.default_rng([seed, i, s]),
+            )
+            for s in seeds
+        ]
     watch.lap("stage2")
     report = Report(
         package="sae_geometry",
@@ -404,6 +442,9 @@ def reproduce(
         "fam_transfer": fam_transfer,
         "lm_transfer": lm_transfer,
         "lm_aic": lm_aic,
+        "lm_gaps": lm_gaps,
+        "fam": fam,
+        "conv_moves": conv_moves,
         "lm_sets": lm_sets,
         "lm_y": lm_y,
         "conv": conv,
@@ -461,9 +502,12 @@ def _estimator_errors(est: list[dict[str, Any]]) -> tuple[float, float]:
     return twonn, kappa
 
 
-def _wall_ratio(fits: dict[str, dict[str, LayerFit]], dims: dict[str, int]) -> tuple[float, str]:
-    """Median ``|alpha(k) / (4/d) - 1|`` over layers and ``k >= d + 1`` (Gao law), with a note. No
-    such (layer, k) pair, or none with a finite exponent: NaN (not measured)."""
+def _wall_ratio(
+    fits: dict[str, dict[str, LayerFit]], dims: dict[str, int]
+) -> tuple[float, str, np.ndarray]:
+    """Median ``|alpha(k) / (4/d) - 1|`` over layers and ``k >= d + 1`` (Gao law), with a note and
+    the ratios ``alpha(k) / (4/d)``. No such (layer, k) pair, or none with a finite exponent: NaN
+    (not measured)."""
     ratios, dropped = [], 0
     for n, d in dims.items():
         for k, a in fits[n]["gao"].exponents_by_k.items():
@@ -475,37 +519,178 @@ def _wall_ratio(fits: dict[str, dict[str, LayerFit]], dims: dict[str, int]) -> t
     r = np.array(ratios)
     extra = f"; {dropped} non-finite exponent(s) left out" if dropped else ""
     if r.size == 0:
-        return math.nan, "no (layer, k) pair with k >= d + 1 and a finite exponent" + extra
+        return math.nan, "no (layer, k) pair with k >= d + 1 and a finite exponent" + extra, r
     note = f"alpha(k) / (4/d) ranges {r.min():.2f} to {r.max():.2f}; {r.size} (layer, k) pairs"
-    return float(np.median(np.abs(r - 1))), note + extra
+    return float(np.median(np.abs(r - 1))), note + extra, r
+
+
+AIC_TARGET = 10.0  # AIC difference: "strong" evidence for the richer model (the package's target)
+CONV_TARGET = 0.10  # the exponent moves < 10% when training twice as long
+
+
+def layer_law_gaps(
+    grids: list[tuple[np.ndarray, ...]], rng: np.random.Generator
+) -> dict[str, float]:
+    """AIC gaps of one model's layers (one SAE seed): ``shared`` = AIC(shared width exponent with
+    per-layer offsets, sparsity exponents and floors) - AIC(per-layer laws), the paper's "per-layer exponents";
+    ``universal`` = AIC(one law for all layers) - AIC(per-layer), the former rule, which a mere
+    difference in error level between layers wins. ``planted_*``: the same two gaps on data drawn
+    from the fitted shared-exponent law (its residuals shuffled, ``rng``): a planted universal
+    exponent with per-layer error levels, where "per-layer exponents" must not hold."""
+
+    def gaps(g: list[tuple[np.ndarray, ...]]) -> tuple[float, float, np.ndarray, float]:
+        per = [fit_layer(*x, n_boot=0) for x in g]
+        n_pts = sum(f.n_points for f in per)
+        a_per = aic(sum(f.rss for f in per), n_pts, sum(f.n_params for f in per))
+        universal = fit_universal(g)
+        p_sh, rss_sh, _, k_sh = fit_shared_exponent(g, per, universal)
+        return aic(rss_sh, n_pts, k_sh) - a_per, universal.aic - a_per, p_sh, rss_sh
+
+    shared, universal, p_sh, _ = gaps(grids)
+    fitted = [np.log(predict_shared(p_sh, i, len(grids), g[0], g[1])) for i, g in enumerate(grids)]
+    resid = rng.permutation(
+        np.concatenate([np.log(g[2]) - f for g, f in zip(grids, fitted, strict=True)])
+    )
+    cuts = np.cumsum([len(f) for f in fitted])[:-1]
+    planted = [
+        (g[0], g[1], np.exp(f + r))
+        for g, f, r in zip(grids, fitted, np.split(resid, cuts), strict=True)
+    ]
+    p_shared, p_universal, _, _ = gaps(planted)
+    return {
+        "shared": shared,
+        "universal": universal,
+        "planted_shared": p_shared,
+        "planted_universal": p_universal,
+    }
+
+
+def seed_extreme(
+    per_group: dict[str, list[float]], largest: bool = False
+) -> ConfidenceInterval | None:
+    """The interval of the smallest (``largest``: largest) group mean: each group's 95% t-interval
+    over seeds, then :func:`~paper_common.stats.extreme_interval`. ``None`` with fewer than 2 seeds."""
+    if any(len(v) < 2 for v in per_group.values()):
+        return None
+    return extreme_interval([t_interval(v) for v in per_group.values()], largest=largest)
+
+
+def r2_interval(
+    y: np.ndarray, pred: np.ndarray, n_boot: int = 2000, seed: int = 0
+) -> tuple[float, float]:
+    """95% percentile bootstrap over layers of ``R^2`` of predictions ``pred`` of ``y`` (resamples
+    with no spread in ``y`` left out)."""
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, len(y), size=(n_boot, len(y)))
+    yy, pp = y[idx], pred[idx]
+    ss = ((yy - yy.mean(axis=1, keepdims=True)) ** 2).sum(axis=1)
+    ok = ss > 0
+    r2 = 1 - ((yy - pp) ** 2).sum(axis=1)[ok] / ss[ok]
+    if not r2.size:
+        return float("nan"), float("nan")
+    lo, hi = np.quantile(r2, [0.025, 0.975])
+    return float(lo), float(hi)
+
+
+def _r2(y: np.ndarray, pred: np.ndarray) -> float:
+    ss = float(((y - y.mean()) ** 2).sum())
+    return float(1 - ((y - pred) ** 2).sum() / ss) if ss > 0 else float("nan")
 
 
 def _claims(report: Report, ctx: dict[str, Any]) -> None:
     cfg, est = ctx["cfg"], ctx["est_rows"]
     clean = [r for r in est if r["seed"] >= 0]
-    twonn_err, kappa_err = _estimator_errors(est)
+    n_seeds = len(cfg["estimators"]["seeds"])
+
+    def by_group(rows: list[dict[str, Any]], err: Any) -> dict[str, list[float]]:
+        out: dict[str, list[float]] = {}
+        for r in rows:
+            out.setdefault(f"{r['manifold']}-d{r['d']}", []).append(float(err(r)))
+        return out
+
+    def seeds_or_point(groups: dict[str, list[float]]) -> tuple[float, Any, str]:
+        ci = seed_extreme(groups, largest=True)
+        if ci is None:  # one seed: a sample of the manifold, no interval
+            v = float(np.max([x for g in groups.values() for x in g]))
+            return v, None, "missing: one estimator seed; needs >= 2 seeds for an interval"
+        return ci.estimate, ci, f"95% t-interval over {n_seeds} seeds per manifold; the largest"
+
+    ref_n = cfg["estimators"]["sizes"]
+    ref = [
+        r
+        for r in est
+        if r["seed"] < 0
+        and r["noise"] == 0
+        and r["n"] == max(ref_n)
+        and r["d"] in cfg["estimators"]["dims"]
+    ]
+    ref_err = float(np.max([abs(r["skdim_twonn"] / r["d"] - 1) for r in ref])) if ref else math.nan
+    twonn = by_group(clean, lambda r: abs(r["twonn"] / r["d"] - 1))
+    v, ci, method = seeds_or_point(twonn)
+    wrong = by_group(clean, lambda r: abs(r["twonn"] / (r["d"] + 1) - 1))
+    nv, nci, _ = seeds_or_point(wrong)
     report.add_claim(
-        Claim.threshold(
+        Claim.decide(
             "TwoNN recovers the intrinsic dimension of spheres and tori",
-            f"max |TwoNN / d - 1| over spheres and flat tori, d in {cfg['estimators']['dims']}, "
-            f"n {cfg['estimators']['n']}, {len(cfg['estimators']['seeds'])} seeds",
-            twonn_err,
+            f"largest mean |TwoNN / d - 1| over spheres and flat tori, d in "
+            f"{cfg['estimators']['dims']}, n {cfg['estimators']['n']}, {n_seeds} seeds",
+            v,
+            ci,
             "<=",
             0.10,
+            positive=Control.positive(
+                "the samples resolve the manifolds: largest |d_ref / d - 1| of scikit-dimension's "
+                f"TwoNN, noise-free, d in {cfg['estimators']['dims']}, n {max(ref_n)}",
+                ref_err,
+                "<=",
+                0.10,
+            ),
+            negative=Control.negative("the same error against the wrong dimension d + 1", nv, nci),
+            method=method,
+            kind="check",
         )
     )
+    sph = [r for r in clean if r["manifold"] == "sphere" and r["d"] <= 3]
     tor = [r for r in clean if r["manifold"] == "torus"]
+    v, ci, method = seeds_or_point(by_group(sph, lambda r: abs(r["kappa"] / r["kappa_true"] - 1)))
+    nv, nci, _ = seeds_or_point(by_group(sph, lambda r: abs(2 * r["kappa"] / r["kappa_true"] - 1)))
     report.add_claim(
-        Claim.threshold(
+        Claim.decide(
             "The curvature estimator recovers 1/R on round spheres",
-            "max |kappa R - 1| over spheres with d <= 3 (local PCA, k = 64, quadratic normal fit)",
-            kappa_err,
+            "largest mean |kappa R - 1| over spheres with d <= 3 (local PCA, k = 64, quadratic normal fit)",
+            v,
+            ci,
             "<=",
             0.20,
+            positive=Control.positive(
+                "the samples resolve the spheres: largest |TwoNN / d - 1| on them",
+                float(np.max([abs(r["twonn"] / r["d"] - 1) for r in sph])),
+                "<=",
+                0.10,
+            ),
+            negative=Control.negative("the same error against a wrong radius 2R", nv, nci),
+            method=method,
+            kind="check",
             note="flat tori (radius 0.5): kappa / (1/r) from "
             f"{np.min([r['kappa'] * 0.5 for r in tor]):.2f} to "
             f"{np.max([r['kappa'] * 0.5 for r in tor]):.2f}",
         )
+    )
+    # the SAEs' convergence: every exponent claim's positive control
+    moves = np.array(ctx["conv_moves"], dtype=float)
+    conv_ci = (
+        t_interval(moves)
+        if moves.size >= 2 and np.isfinite(moves).all()
+        else ConfidenceInterval(float(np.mean(moves)), math.nan, math.nan, 0.95)
+    )
+    converged = Control.positive(
+        f"SAEs converged: mean exponent move at 2x steps on {cfg['convergence_layer']} "
+        "(measured on this synthetic layer only; it also gates the tiny-LM claims, whose own "
+        "convergence is not measured)",
+        conv_ci.estimate,
+        "<",
+        CONV_TARGET,
+        interval=conv_ci if moves.size >= 2 else None,
     )
     fr = {r["layer"]: r for r in ctx["fit_rows"]}
     specs = ctx["syn"]["specs"]
@@ -514,24 +699,47 @@ def _claims(report: Report, ctx: dict[str, Any]) -> None:
     alphas = np.array([fr[n]["alpha"] for n in names])
     rho_d = float(spearmanr(ds, alphas).statistic)
     per_d = {int(d): float(np.mean(alphas[ds == d])) for d in np.unique(ds)}
+    rng = np.random.default_rng(7)
+    shuffled_d = rng.permutation(ds)
     report.add_claim(
-        Claim.threshold(
+        Claim.decide(
             "The SAE width exponent falls as the manifold's intrinsic dimension grows",
             "Spearman(d, alpha) over synthetic layers (alpha of E + A n^-alpha + B k^-beta)",
             rho_d,
+            _spearman_ci(alphas, ds),
             "<=",
             -0.8,
+            positive=converged,
+            negative=Control.negative(
+                "d shuffled across layers (seeded)",
+                float(spearmanr(shuffled_d, alphas).statistic),
+                _spearman_ci(alphas, shuffled_d),
+            ),
+            method="95% percentile bootstrap over layers",
             note="mean alpha by d: " + ", ".join(f"d={d}: {a:.2f}" for d, a in per_d.items()),
         )
     )
-    med, wall_note = _wall_ratio(ctx["fits"], {n: specs[n].d for n in names})
+    med, wall_note, wall = _wall_ratio(ctx["fits"], {n: specs[n].d for n in names})
+    wall_ci = (
+        bootstrap_ci(np.abs(wall - 1), np.median, method="percentile", seed=0)
+        if wall.size >= 2
+        else None
+    )
     report.add_claim(
-        Claim.threshold(
+        Claim.decide(
             "Where k > d the width exponent is close to the wall hypothesis's 4/d (ours, not the paper's)",
             "median |alpha(k) / (4/d) - 1| over synthetic layers and k >= d + 1 (Gao joint law)",
             med,
+            wall_ci,
             "<=",
             0.30,
+            positive=converged,
+            negative=Control.absent(
+                "negative", "layers with a planted exponent far from 4/d run through the same rule"
+            ),
+            method="95% percentile bootstrap of the median over (layer, k) pairs"
+            if wall_ci is not None
+            else "missing: fewer than 2 (layer, k) pairs with k >= d + 1",
             note=wall_note,
         )
     )
@@ -549,86 +757,203 @@ def _claims(report: Report, ctx: dict[str, Any]) -> None:
         float(spearmanr(*zip(*identified, strict=True)).statistic) if len(identified) >= 2 else None
     )
     report.add_claim(
-        Claim.threshold(
+        Claim.decide(
             "Where the floor is identifiable it rises with curvature (harmonic K) at fixed d",
             f"Spearman(K, E) over showcase layers (d = {cfg['showcase']['d']}, widths "
             f"{cfg['showcase']['widths'][0]}-{cfg['showcase']['widths'][-1]}) whose floor passes the rule",
             rho_floor,
+            None,
             ">",
             0.0,
+            positive=Control.positive(
+                "floors identified (of the showcase layers)", float(len(identified)), ">=", 2.0
+            ),
+            negative=Control.absent(
+                "negative", "showcase layers of equal curvature (the same K, other embeddings)"
+            ),
+            method="missing: a Spearman over one seed of <= "
+            f"{len(floors)} showcase layers has no interval; needs replicate showcase seeds "
+            "(issue 47)",
             note=("" if rho_floor is not None else "fewer than 2 identified floors: ") + floor_note,
         )
     )
     s2 = ctx["stage2"]["alpha"]
-    geo_r2 = s2["geometry"].r2
-    best_base = float(np.max([s2[b].r2 for b in ("universal", "layer_index", "pr_alone")]))
+    geo = s2["geometry"]
+    ys = _column(ctx["fit_rows"], names, "alpha")
+    bases = ("universal", "layer_index", "pr_alone")
+    best_name = max(bases, key=lambda b: s2[b].r2)
+    margin, margin_ci = _stage2_margin(ys, geo.predictions, s2[best_name].predictions)
+    xs = _column(ctx["fit_rows"], names, SUMMARIES)
+    y_null = np.random.default_rng(8).permutation(ys)
+    null_geo = loo_r2(xs, y_null).predictions
+    null_base = max(
+        (
+            loo_r2(np.zeros((len(ys), 0)), y_null).predictions,
+            loo_r2(xs[:, SUMMARIES.index("participation_ratio")], y_null).predictions,
+        ),
+        key=lambda p: _r2(y_null, p),
+    )
+    null_margin, null_ci = _stage2_margin(y_null, null_geo, null_base)
     report.add_claim(
-        Claim(
+        Claim.decide(
             "The four geometric summaries predict each layer's width exponent out of sample (Stage 2)",
-            "leave-one-layer-out R^2 of ridge(alpha ~ 4 summaries) over synthetic layers",
-            geo_r2,
-            ">= 0.6 and >= best baseline + 0.2",
-            bool(geo_r2 >= 0.6 and geo_r2 >= best_base + 0.2),
-            note="baselines: "
-            + ", ".join(f"{b} {s2[b].r2:.2f}" for b in ("universal", "layer_index", "pr_alone")),
+            "min of LOO R^2 - 0.6 and LOO R^2 - (best baseline's + 0.2), ridge(alpha ~ 4 summaries) "
+            "over synthetic layers",
+            margin,
+            margin_ci,
+            ">=",
+            0.0,
+            positive=converged,
+            negative=Control.negative(
+                "the exponents shuffled across layers (seeded; layer-index baseline left out)",
+                null_margin,
+                null_ci,
+            ),
+            method="95% percentile bootstrap over layers of the LOO predictions (paired); the "
+            "smaller margin's interval",
+            note=f"LOO R^2 {geo.r2:.2f}; baselines: "
+            + ", ".join(f"{b} {s2[b].r2:.2f}" for b in bases),
         )
     )
     ft = ctx["fam_transfer"]
+    fam = ctx["fam"]
+    ys_sph = _column(ctx["fit_rows"], fam["sphere"], "alpha")
+    yt = _column(ctx["fit_rows"], fam["torus"], "alpha")
+    null_t = transfer(
+        _column(ctx["fit_rows"], fam["torus"], SUMMARIES),
+        np.random.default_rng(9).permutation(yt),
+        _column(ctx["fit_rows"], fam["sphere"], SUMMARIES),
+        ys_sph,
+    )
     report.add_claim(
-        Claim.threshold(
+        Claim.decide(
             "Stage-2 coefficients learnt on one embedding family predict the other's exponents",
             "R^2 of alpha on sphere layers from a ridge fitted on torus layers",
             ft["torus->sphere"].r2,
+            r2_interval(ys_sph, ft["torus->sphere"].predictions),
             ">=",
             0.5,
+            positive=converged,
+            negative=Control.negative(
+                "fitted on torus layers with their exponents shuffled (seeded)",
+                null_t.r2,
+                r2_interval(ys_sph, null_t.predictions),
+            ),
+            method="95% percentile bootstrap over sphere layers",
             note=f"sphere->torus R^2 {ft['sphere->torus'].r2:.2f}; Spearman "
             f"{ft['torus->sphere'].spearman:.2f} / {ft['sphere->torus'].spearman:.2f}",
         )
     )
-    gaps = {m: v["universal"] - v["per_layer"] for m, v in ctx["lm_aic"].items()}
+    gaps = ctx["lm_gaps"]
+    per_seed = {m: [g["shared"] for g in v] for m, v in gaps.items()}
+    planted = {m: [g["planted_shared"] for g in v] for m, v in gaps.items()}
+    old_planted = {m: [g["planted_universal"] for g in v] for m, v in gaps.items()}
+    gap_ci, planted_ci = seed_extreme(per_seed), seed_extreme(planted)
+    point = float(np.min([np.mean(v) for v in per_seed.values()]))
+    planted_point = float(np.min([np.mean(v) for v in planted.values()]))
     report.add_claim(
-        Claim.threshold(
-            "On tiny LMs per-layer laws fit better than one universal law",
-            "min over the two LMs of AIC(universal) - AIC(per-layer), power law on log FVU",
-            float(np.min(list(gaps.values()))),
+        Claim.decide(
+            "On tiny LMs the width exponent differs across layers: per-layer laws fit better than "
+            "one shared width exponent with per-layer error levels and sparsity exponents",
+            "min over the two LMs of the mean over SAE seeds of AIC(shared alpha; per-layer "
+            "offsets, beta and floors) - AIC(per-layer laws), power law on log FVU",
+            point,
+            gap_ci,
             ">",
-            10.0,
-            note=", ".join(f"{m}: {g:.1f}" for m, g in gaps.items()),
+            AIC_TARGET,
+            positive=converged,
+            negative=Control.negative(
+                "a planted shared-exponent law (the fitted one, residuals shuffled)",
+                planted_point,
+                planted_ci,
+            ),
+            method=f"95% t-interval over {len(ctx['seeds'])} SAE seeds per LM; the smaller"
+            if gap_ci is not None
+            else "missing: one SAE seed; needs >= 2 seeds for an interval",
+            note="pooled seeds: "
+            + ", ".join(
+                f"{m}: shared - per-layer {v['shared_exponent'] - v['per_layer']:.1f}, universal - "
+                f"per-layer {v['universal'] - v['per_layer']:.1f}"
+                for m, v in ctx["lm_aic"].items()
+            )
+            + ". The former rule (AIC(one universal law) - AIC(per-layer) > 10) could not fail: on the "
+            "planted shared-exponent law it reads "
+            + ", ".join(f"{m} {np.mean(v):.1f}" for m, v in old_planted.items())
+            + " (layers differ in error level, so it wins without any exponent differing)",
         )
     )
     (name, res), (name2, res2) = list(ctx["lm_transfer"].items())
     target = name.split("->")[1]
+    source = name.split("->")[0]
     lo, hi = _spearman_ci(ctx["lm_y"][target], res.predictions)
+    null = transfer(
+        _column(ctx["fit_rows"], ctx["lm_sets"][source], SUMMARIES),
+        np.random.default_rng(10).permutation(ctx["lm_y"][source]),
+        _column(ctx["fit_rows"], ctx["lm_sets"][target], SUMMARIES),
+        ctx["lm_y"][target],
+    )
     report.add_claim(
-        Claim.threshold(
+        Claim.decide(
             "Stage-2 coefficients transfer between the two tiny LMs",
             f"Spearman(predicted, fitted alpha) on {target}'s layers, ridge fitted on the other model",
             res.spearman,
+            (lo, hi),
             ">=",
             0.5,
-            note=f"95% bootstrap CI over layers [{lo:.2f}, {hi:.2f}]; R^2 {res.r2:.2f}; "
-            f"{name2}: Spearman {res2.spearman:.2f}, R^2 {res2.r2:.2f}",
+            positive=converged,
+            negative=Control.negative(
+                f"fitted on {source} with its exponents shuffled (seeded)",
+                null.spearman,
+                _spearman_ci(ctx["lm_y"][target], null.predictions),
+            ),
+            method="95% percentile bootstrap over layers",
+            note=f"R^2 {res.r2:.2f}; {name2}: Spearman {res2.spearman:.2f}, R^2 {res2.r2:.2f}",
         )
     )
     c1, c2 = ctx["conv"]["1x"].width_exponent, ctx["conv"]["2x"].width_exponent
-    move = convergence_move(c1, c2)
     report.add_claim(
-        Claim.threshold(
+        Claim.decide(
             "The SAEs are converged enough for the exponents to be read",
-            f"|alpha(2x steps) - alpha(1x)| / max(|alpha(1x)|, {ALPHA_FLOOR}) on "
-            f"{cfg['convergence_layer']} (seed 0): a relative change, absolute below alpha "
-            f"{ALPHA_FLOOR}",
-            move,
+            f"mean over seeds of |alpha(2x steps) - alpha(1x)| / max(|alpha(1x)|, {ALPHA_FLOOR}) on "
+            f"{cfg['convergence_layer']}: a relative change, absolute below alpha {ALPHA_FLOOR}",
+            conv_ci.estimate,
+            conv_ci if moves.size >= 2 else None,
             "<",
-            0.10,
-            note=f"alpha {c1:.3f} at {cfg['sae']['steps']} steps, {c2:.3f} at {2 * cfg['sae']['steps']}"
-            + (
-                "; an exponent was not measured (NaN): convergence unknown"
-                if math.isnan(move)
-                else ("" if move < 0.10 else "; the exponents above are reported unconverged")
+            CONV_TARGET,
+            positive=Control.positive(
+                "the 1x exponent is resolved (seed 0, >= the absolute floor)", c1, ">=", ALPHA_FLOOR
             ),
+            negative=Control.absent(
+                "negative", "a grid retrained at a fraction of the steps (known unconverged)"
+            ),
+            method=f"95% t-interval over {moves.size} seeds"
+            if moves.size >= 2
+            else "missing: one seed; needs >= 2 retrained seeds",
+            kind="check",
+            note=f"moves per seed {', '.join(f'{m:.3f}' for m in moves)}; seed 0: alpha {c1:.3f} at "
+            f"{cfg['sae']['steps']} steps, {c2:.3f} at {2 * cfg['sae']['steps']}; every exponent "
+            "claim takes this as its positive control",
         )
     )
+
+
+def _stage2_margin(
+    y: np.ndarray, geo: np.ndarray, base: np.ndarray, n_boot: int = 2000, seed: int = 0
+) -> tuple[float, tuple[float, float]]:
+    """``min(R^2_geo - 0.6, R^2_geo - R^2_base - 0.2)`` of LOO predictions and its 95% percentile
+    bootstrap over layers (the same draws for both)."""
+    rng = np.random.default_rng(seed)
+    idx = np.vstack([np.arange(len(y)), rng.integers(0, len(y), size=(n_boot, len(y)))])
+    yy = y[idx]
+    ss = ((yy - yy.mean(axis=1, keepdims=True)) ** 2).sum(axis=1)
+    ok = ss > 0
+    r_geo = 1 - ((yy - geo[idx]) ** 2).sum(axis=1)[ok] / ss[ok]
+    r_base = 1 - ((yy - base[idx]) ** 2).sum(axis=1)[ok] / ss[ok]
+    m = np.minimum(r_geo - 0.6, r_geo - r_base - 0.2)
+    if not ok[0]:
+        return float("nan"), (float("nan"), float("nan"))
+    lo, hi = np.quantile(m[1:], [0.025, 0.975]) if m.size > 1 else (np.nan, np.nan)
+    return float(m[0]), (float(lo), float(hi))
 
 
 # ============================================================================ tables
@@ -654,7 +979,12 @@ def _tables(report: Report, ctx: dict[str, Any], lms: dict[str, Any]) -> None:
     report.add_table(
         "lm_aic",
         [
-            {"model": m, **v, "delta": v["universal"] - v["per_layer"]}
+            {
+                "model": m,
+                **v,
+                "delta": v["universal"] - v["per_layer"],
+                "delta_shared": v["shared_exponent"] - v["per_layer"],
+            }
             for m, v in ctx["lm_aic"].items()
         ],
     )

@@ -38,9 +38,11 @@ __all__ = [
     "aic",
     "fit_layer",
     "fit_release",
+    "fit_shared_exponent",
     "fit_universal",
     "loo_r2",
     "predict_fvu",
+    "predict_shared",
     "transfer",
     "wall_exponent",
 ]
@@ -239,6 +241,66 @@ def fit_universal(
     k = np.concatenate([np.asarray(g[1], float) for g in grids])
     y = np.concatenate([np.asarray(g[2], float) for g in grids])
     return fit_layer(n, k, y, form=form, n_boot=0)
+
+
+def fit_shared_exponent(
+    grids: Sequence[tuple[Sequence[float], Sequence[float], Sequence[float]]],
+    starts: Sequence[LayerFit],
+    universal: LayerFit | None = None,
+) -> tuple[np.ndarray, float, int, int]:
+    """The power law with one width exponent ``alpha`` shared by all layers and everything else
+    per layer: layer ``i`` has ``exp(a_i - alpha ln n) + exp(b_i - beta_i ln k) + E_i`` (the null of
+    "the width exponent differs across layers": the layers may still differ in error level, in
+    their sparsity exponent and in their floor). Fitted on log FVU from the per-layer fits
+    ``starts`` (their median and mean width exponents, offsets re-anchored at each layer's mean log
+    width) and from the universal fit (``universal``; :func:`fit_universal` of ``grids`` if None),
+    which is a point of this model, so the returned RSS is never above the universal fit's.
+
+    Returns ``(params, rss, n_points, n_params)``, params ``[alpha, a_1.., b_1.., beta_1.., E_1..]``.
+    """
+    if not grids or len(grids) != len(starts):
+        raise ValueError("fit_shared_exponent needs one per-layer fit per grid")
+    arrays = [_check_grid(*g) for g in grids]
+    layer = np.concatenate([np.full(len(g[2]), i) for i, g in enumerate(arrays)])
+    ln = np.log(np.concatenate([g[0] for g in arrays]))
+    lk = np.log(np.concatenate([g[1] for g in arrays]))
+    ly = np.log(np.concatenate([g[2] for g in arrays]))
+    n_layers = len(arrays)
+    per = np.array([f.params for f in starts], dtype=float)  # (L, 5): a, alpha, b, beta, E
+    uni = (universal or fit_universal(grids)).params
+    ln_mean = np.array([np.log(g[0]).mean() for g in arrays])
+
+    def resid(p: np.ndarray) -> np.ndarray:
+        a, b, beta, e = (p[1 + j * n_layers : 1 + (j + 1) * n_layers][layer] for j in range(4))
+        pred = np.exp(a - p[0] * ln) + np.exp(b - beta * lk) + e
+        return np.log(np.maximum(pred, 1e-300)) - ly
+
+    lo = np.concatenate([[0], np.full(2 * n_layers, -50.0), np.zeros(2 * n_layers)])
+    hi = np.concatenate([[3], np.full(2 * n_layers, 50.0), np.full(n_layers, 3.0)])
+    hi = np.concatenate([hi, np.full(n_layers, np.inf)])
+    ones = np.ones(n_layers)
+    x_uni = np.concatenate([[uni[1]], uni[0] * ones, uni[2] * ones, uni[3] * ones, uni[4] * ones])
+    x_starts = [x_uni]
+    for alpha in (float(np.median(per[:, 1])), float(np.mean(per[:, 1]))):
+        # each layer's offset re-anchored at its mean log width for the shared exponent
+        a0 = per[:, 0] + (alpha - per[:, 1]) * ln_mean
+        x_starts.append(np.concatenate([[alpha], a0, per[:, 2], per[:, 3], per[:, 4]]))
+    best = np.clip(x_uni, lo, hi)  # the universal law: the fit below can only improve on it
+    cost = float(resid(best) @ resid(best)) / 2
+    for x0 in x_starts:
+        x0 = np.clip(x0, lo + 1e-9, np.where(np.isfinite(hi), hi - 1e-9, x0 + 1))
+        sol = least_squares(resid, x0, bounds=(lo, hi), method="trf", max_nfev=4000)
+        if sol.cost < cost:
+            best, cost = sol.x, sol.cost
+    r = resid(best)
+    return best, float(r @ r), len(ly), len(best)
+
+
+def predict_shared(params: np.ndarray, layer: int, n_layers: int, n: Any, k: Any) -> np.ndarray:
+    """FVU of layer ``layer`` under :func:`fit_shared_exponent`'s ``params``."""
+    p = np.asarray(params, float)
+    a, b, beta, e = (p[1 + j * n_layers + layer] for j in range(4))
+    return predict_fvu("power", np.array([a, p[0], b, beta, e]), n, k)
 
 
 def fit_release(
