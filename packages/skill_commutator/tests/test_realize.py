@@ -108,6 +108,15 @@ def test_compose_pairs_equals_the_generic_ordered_commutator(task_lm, spec):
     again = compose_pairs(real, h0, [h], pairs=[(0, 2)])
     assert torch.equal(again.c1[h][0], res.c1[h][0])  # same inputs, same numbers
     assert float(res.norms(h).min()) > 0
+    # a skill with itself (the resolved claim's null): refused unless asked for, then C1 = 0, and
+    # without the h0 gap rollouts the same end points
+    with pytest.raises(ValueError, match="distinct"):
+        compose_pairs(real, h0, [h], pairs=[(0, 0)])
+    own = compose_pairs(real, h0, [h], pairs=[(0, 0), (0, 2)], allow_self=True, gaps=False)
+    assert float(own.norms(h)[0].max()) == 0.0
+    torch.testing.assert_close(own.c1[h][1], res.c1[h][0], rtol=1e-12, atol=1e-14)
+    assert own.o_gap == []
+    assert h0 not in own.r_single
 
 
 @pytest.mark.parametrize("kind", ["activation", "prefix"])

@@ -97,17 +97,23 @@ def compose_pairs(
     pairs: Sequence[tuple[int, int]] | None = None,
     steps_at_h0: int = 2,
     progress: Callable[[str], None] | None = None,
+    allow_self: bool = False,
+    gaps: bool = True,
 ) -> PairResults:
     """Both orders of every pair at ``h0`` and at each ``h`` of ``hs``.
 
     RK4 takes ``max(1, round(steps_at_h0 * h / h0))`` steps per segment. ``pairs``: unordered skill
-    index pairs (default all ``a < b``).
+    index pairs (default all ``a < b``). ``allow_self``: pairs ``(a, a)`` allowed too (a skill
+    with itself: its true commutator is 0, a null for the estimator). ``gaps=False``: skip the
+    rollouts at ``h0`` (no ``o_gap`` / ``r_gap``) unless ``h0`` is among ``hs``.
     """
     if not h0 > 0 or any(not h > 0 for h in hs):
         raise ValueError(f"h0 and every h must be > 0; got h0={h0}, hs={list(hs)}")
     n, b = len(real.skills), real.batch
     pairs = list(pairs) if pairs is not None else list(itertools.combinations(range(n), 2))
-    if not pairs or any(a == c or not (0 <= a < n and 0 <= c < n) for a, c in pairs):
+    if not pairs or any(
+        (a == c and not allow_self) or not (0 <= a < n and 0 <= c < n) for a, c in pairs
+    ):
         raise ValueError(f"pairs must be distinct skill indices in 0..{n - 1}; got {pairs}")
     ordered = [(a, c) for a, c in pairs] + [(c, a) for a, c in pairs]
     out = PairResults(pairs=pairs, h0=float(h0), hs=[float(h) for h in hs])
@@ -115,7 +121,8 @@ def compose_pairs(
         out.r0 = real.readout(real.zeros())
     skills_first = torch.arange(n, device=real.device).repeat_interleave(b)
     second = torch.tensor([c for _, c in ordered], device=real.device).repeat_interleave(b)
-    for h in dict.fromkeys([float(h0), *out.hs]):  # h0 once, also when it is among hs
+    # h0 once, also when it is among hs
+    for h in dict.fromkeys([float(h0), *out.hs] if gaps else out.hs):
         if progress:
             progress(f"{real.kind} h={h:.3g}")
         steps = _steps(h, h0, steps_at_h0)
