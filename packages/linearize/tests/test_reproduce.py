@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 
+import numpy as np
 import pytest
 
 from linearize.reproduce import (
@@ -13,7 +15,11 @@ from linearize.reproduce import (
     _equal_budget_claim,
     _gap_claim,
     _pick_best,
+    ratio_interval,
     reproduce,
+    rho_interval,
+    seed_interval,
+    shuffled_rho,
     variants,
 )
 from paper_common import Report
@@ -26,7 +32,10 @@ def _tables(report: Report) -> str:  # through JSON so that NaN == NaN
 def test_smoke_reproduce_end_to_end(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("PAPER_CACHE_DIR", str(tmp_path / "cache"))
     report = reproduce("smoke", seed=0, out_dir=tmp_path / "a")
-    assert len(report.claims) == 6
+    assert len(report.claims) == 8
+    for c in report.claims:
+        assert c.verdict in ("supported", "refuted", "inconclusive")
+        assert c.missing_parts() == []
     rows = {r["variant"]: r for r in report.tables["variants"]}
     grid = variants(SCALES["smoke"], 8)
     assert set(rows) == {"softmax (teacher)", *grid}
@@ -61,16 +70,29 @@ def test_bad_scale_and_full_scale_need() -> None:
 def test_gap_claim_needs_a_gap_worth_several_items() -> None:
     # planted: the delta model is one item (of 16) short of the teacher; closing "half" of that is
     # half an item, so the share is noise: not measured, with the gains in points
-    claim = _gap_claim(0.5, [0.4375], {OURS: 0.5}, 16)
+    claim = _gap_claim(0.5, [0.4375], {OURS: [0.5]}, 16)
     assert claim.value is None
     assert not claim.point_check
+    assert claim.verdict == "inconclusive"
     assert claim.note.startswith("not measured: the gap to close is below its minimum")
     assert f"{OURS} +6.2" in claim.note
     # a wide spread over seeds raises the minimum too
-    assert _gap_claim(0.9, [0.1, 0.7], {OURS: 0.8}, 96).value is None
-    claim = _gap_claim(0.9, [0.5, 0.5], {OURS: 0.8}, 16)  # gap 0.4 >= 4/16
+    assert _gap_claim(0.9, [0.1, 0.7], {OURS: [0.8, 0.8]}, 96).value is None
+    claim = _gap_claim(0.9, [0.5, 0.5], {OURS: [0.8, 0.8]}, 16)  # gap 0.4 >= 4/16
     assert claim.value == pytest.approx(0.75)
     assert claim.point_check
+
+
+def test_gap_claim_decided_on_the_seed_interval() -> None:
+    delta = [0.50, 0.52, 0.48]
+    inside = _gap_claim(0.9, delta, {OURS: [0.80, 0.82, 0.79]}, 96)  # ~0.75 closed on every seed
+    assert inside.low >= 0.5
+    assert inside.negative.verdict == "refuted"
+    assert inside.verdict == "supported"
+    across = _gap_claim(0.9, delta, {OURS: [0.90, 0.55, 0.60]}, 96)
+    assert across.verdict == "inconclusive"
+    outside = _gap_claim(0.9, delta, {OURS: [0.52, 0.53, 0.50]}, 96)
+    assert outside.verdict == "refuted"
 
 
 def test_best_variant_ties_go_to_the_lower_mse_not_the_grid_order() -> None:
@@ -90,13 +112,66 @@ def test_best_variant_ties_go_to_the_lower_mse_not_the_grid_order() -> None:
 
 
 def test_equal_budget_claim_with_both_caches_at_zero_is_not_measured() -> None:
-    zero = {"mqar_4x": 0.0, "passkey_4x": 0.0}
-    claim = _equal_budget_claim(zero, dict(zero))  # was supported: 0 is within 2 points of 0
+    zero = {"mqar_4x": [0.0, 0.0, 0.0], "passkey_4x": [0.0, 0.0, 0.0]}
+    claim = _equal_budget_claim(zero, dict(zero), dict(zero))  # was supported: 0 within 2 of 0
     assert claim.value is None
-    assert not claim.point_check
+    assert claim.verdict == "inconclusive"
     assert claim.note.startswith("not measured: both caches score 0")
+    null = {"mqar_4x": [0.1, 0.1, 0.12], "passkey_4x": [0.2, 0.2, 0.22]}  # 20 points short
     claim = _equal_budget_claim(
-        {"mqar_4x": 0.30, "passkey_4x": 0.5}, {"mqar_4x": 0.31, "passkey_4x": 0.5}
+        {"mqar_4x": [0.30, 0.31, 0.30], "passkey_4x": [0.5, 0.5, 0.5]},
+        {"mqar_4x": [0.31, 0.315, 0.305], "passkey_4x": [0.5, 0.5, 0.5]},
+        null,
     )
-    assert claim.value == pytest.approx(-1.0)
-    assert claim.point_check
+    assert claim.value == pytest.approx(-2 / 3)
+    assert claim.negative.verdict == "refuted"
+    assert claim.verdict == "supported"
+
+
+def test_equal_budget_claim_is_decided_on_seeds_not_the_mean() -> None:
+    """Issue 43: at quick the old point check passed on -1.97 >= -2 points, a verdict decided by
+    noise. Planted: per-seed gaps of -4, -1.9 and 0 points (mean -1.97): inconclusive."""
+    lola = {"mqar_4x": [0.30, 0.30, 0.30], "passkey_4x": [0.5, 0.5, 0.5]}
+    ours = {"mqar_4x": [0.26, 0.281, 0.30], "passkey_4x": [0.5, 0.5, 0.5]}
+    null = {"mqar_4x": [0.1, 0.1, 0.12], "passkey_4x": [0.2, 0.2, 0.22]}
+    claim = _equal_budget_claim(ours, lola, null)
+    assert claim.point_check  # the old rule passed
+    assert claim.low < -2 < claim.high
+    assert claim.verdict == "inconclusive"
+
+
+def test_seed_and_rho_intervals_planted() -> None:
+    assert seed_interval([0.1, 0.1, 0.1]).low == pytest.approx(0.1)
+    assert math.isnan(seed_interval([0.1]).low)
+    assert math.isnan(seed_interval([0.1, 0.2]).low)  # 2 seeds: one degree of freedom, no interval
+    assert math.isnan(seed_interval([0.1, math.nan]).low)
+    x = np.arange(12.0)
+    rise, _ = rho_interval(x, x + np.random.default_rng(0).normal(0, 0.5, 12))
+    assert rise.low >= 0.5  # inside the target
+    fall, _ = rho_interval(x, -x)
+    assert fall.high < 0.5  # outside
+    flat, defined = rho_interval(x, np.ones(12))
+    assert math.isnan(flat.low)
+    assert defined == 0.0
+
+
+def test_ratio_interval_planted() -> None:
+    lower = ratio_interval([0.5, 0.52, 0.48], [1.0, 1.0, 1.0])
+    assert lower.high <= 0.9  # a 50% reduction: inside the target
+    null = ratio_interval([1.0, 1.01, 0.99], [1.0, 1.0, 1.0])
+    assert null.low > 0.9  # a null ratio: outside it, refuted
+    assert math.isnan(ratio_interval([1.0], [1.0]).low)
+    assert math.isnan(ratio_interval([1.0, 0.9], [1.0, 1.0]).low)
+    assert math.isnan(ratio_interval([0.0, 1.0], [1.0, 1.0]).low)
+
+
+def test_shuffled_rho_is_the_claims_rule_on_one_shuffle() -> None:
+    """Issue 43: the draft's null, the mean rho of 200 shuffles with a t-interval, sat at 0 within
+    a few hundredths whatever the data (refuted by construction). Now the claim's own measurement
+    (rho with its bootstrap interval over heads) on one seeded shuffle."""
+    x = np.arange(16.0)
+    y = x + np.random.default_rng(0).normal(0, 0.5, 16)
+    null = shuffled_rho(x, y)
+    assert null == shuffled_rho(x, y)  # seeded
+    assert null.high - null.low > 0.3  # a bootstrap interval over 16 heads
+    assert null.estimate < 0.5  # the planted rise (rho ~1) is gone
