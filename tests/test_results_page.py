@@ -59,3 +59,15 @@ def test_results_command_checks_without_writing(tmp_path):
     bad = subprocess.run(cmd, capture_output=True, text=True)
     assert bad.returncode == 2
     assert "not 'other'" in bad.stderr
+
+
+def test_every_committed_claim_has_a_rule_an_interval_and_both_controls():
+    """Issue 43's bar: each claim of each quick report is three-valued (absent controls are named)."""
+    reports = load_reports(ROOT / "docs" / "packages")
+    lacking = {
+        f"{name}: {claim.statement[:60]}": claim.missing_parts()
+        for name, report in reports.items()
+        for claim in report.claims
+        if claim.missing_parts()
+    }
+    assert not lacking, lacking
