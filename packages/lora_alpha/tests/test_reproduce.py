@@ -164,7 +164,7 @@ def _law_sweep(b: float, c: float, offsets: list[float]) -> SweepResult:
 
 def test_exponent_null_is_no_mirror_image():
     """Planted: alpha* ~ r^-0.5, the law pointing the other way. Reversing the rank labels (the
-    draft's null) turns it into r^+0.5: that null came out supported, a false DEFECT flag. The
+    draft's null) turns it into r^+0.5: that null comes out supported, so it is no null. The
     seeded permutation null carries no rank trend and is refuted (with 6 seeds; with 3 its
     bootstrap over seeds can draw one permutation thrice and reach b = 0.5: then inconclusive)."""
     res = _law_sweep(-0.5, 256.0, [0.0, 0.1, -0.1, 0.05, -0.05, 0.02])
@@ -174,7 +174,9 @@ def test_exponent_null_is_no_mirror_image():
     reversed_ = SweepResult([{**row, "r": swap[row["r"]]} for row in res.rows])
     old = exponent_claim(fit, fit_optimal_alpha(reversed_, "loss", n_boot=200, seed=0), 1.0)
     assert old.verdict == "refuted"
-    assert old.defect  # the mirror-image null
+    assert old.negative.verdict == "supported"  # the mirror image shows the reversed law ...
+    assert not old.defect  # ... which is no defect of a rule its own interval refutes
+    assert "no case where the claim must fail" in old.reason
     new = exponent_claim(fit, fit_optimal_alpha(permuted_ranks(res), "loss", n_boot=200), 1.0)
     assert new.verdict == "refuted"
     assert new.negative.verdict == "refuted"
