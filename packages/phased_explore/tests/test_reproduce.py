@@ -11,6 +11,7 @@ def test_smoke_reproduce_writes_a_report(tmp_path):
     for fig in ("frontier", "accuracy_vs_agents", "visitation"):
         assert (tmp_path / "r" / f"{fig}.png").exists()
     for c in report.claims:  # a verdict on an interval, with both controls
+        assert c.missing_parts() == [], c.statement
         assert c.verdict in ("supported", "refuted", "inconclusive")
         assert c.interval
         assert c.positive is not None

@@ -42,6 +42,7 @@ def test_smoke_reproduce(tmp_path):
     assert len(report.claims) == 5
     for c in report.claims:  # a verdict on an interval, with both controls
         assert c.verdict in ("supported", "refuted", "inconclusive")
+        assert c.missing_parts() == [], c.statement
         assert c.interval
         assert c.positive is not None
         assert c.negative is not None

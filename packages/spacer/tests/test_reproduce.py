@@ -9,6 +9,7 @@ def test_smoke_reproduce_writes_a_report(tmp_path):
     assert len(report.claims) == 4
     assert all(c.value is not None and c.value >= 0 for c in report.claims)  # ratios of errors
     for c in report.claims:  # each claim: a verdict on an interval over seeds, with both controls
+        assert c.missing_parts() == [], c.statement
         assert c.verdict in ("supported", "refuted", "inconclusive")
         assert c.low is not None
         assert c.low <= c.high
