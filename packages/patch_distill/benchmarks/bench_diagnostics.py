@@ -47,12 +47,12 @@ def main() -> None:
     ]
     model = None
     for cfg in configs:
-        pretrain(cfg.with_(steps=2), pre)  # warm-up
+        pretrain(cfg.with_(steps=2), pre, device="cpu")  # warm-up
         res = None
 
         def run(cfg: PretrainConfig = cfg) -> None:
             nonlocal res
-            res = pretrain(cfg, pre)
+            res = pretrain(cfg, pre, device="cpu")
 
         rows.append({"what": f"train step: {cfg.label}", "seconds": _timed(run) / cfg.steps})
         model = res.backbone  # type: ignore[union-attr]

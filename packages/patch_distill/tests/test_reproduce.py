@@ -5,16 +5,19 @@ import pytest
 
 from paper_common import Report
 from paper_common.device import pinned_threads
-from patch_distill import reproduce as rep
 from patch_distill.reproduce import (
     RHO,
     SCALES,
+    SYNTHETIC,
     THEORY_TOL,
-    _falls_claim,
+    masked,
     paired_interval,
     reproduce,
     rho_interval,
 )
+from patch_distill.reproduce import claims as rc
+from patch_distill.reproduce import run as rr
+from patch_distill.reproduce.claims import _falls_claim
 
 
 def test_smoke_reproduce_writes_a_report(tmp_path):
@@ -32,7 +35,9 @@ def test_smoke_reproduce_writes_a_report(tmp_path):
     for fig in ("tradeoff", "similarity", "correspondence"):
         assert (tmp_path / "r" / f"{fig}.png").exists()
     models = {r["model"] for r in report.tables["tradeoff"]}
-    assert {"dino λ=0", "dino λ=1", "mae", "random"} <= models
+    assert {"dino λ=0", "dino λ=0 masked", "dino λ=1", "mae", "random"} <= models
+    effects = report.tables["masking_vs_patch_loss"]
+    assert {r["effect"].split(" (")[0] for r in effects} == {"masking alone", "patch loss"}
     for r in report.tables["tradeoff"]:
         assert 0 <= r["linear"] <= 1
         assert r["r2_code"] <= 1
@@ -45,13 +50,23 @@ def test_bad_scale():
         reproduce("medium")
 
 
-def _group_runs(method: str, values: list[float]) -> list[dict]:
+def _group_runs(method: str, values: list[float], linear: float = 0.8) -> list[dict]:
+    """A sweep whose lambda = 0 arm is the masked control, and its random-init ViT."""
     lams = (0.0, 1.0, 2.0) * 3
-    return [
-        {"dataset": "synthetic_shapes", "vit": "quick", "method": method, "lambda": lam,
-         "seed": i // 3, "r2_code": x}
+    rows = [
+        {"dataset": SYNTHETIC, "vit": "quick", "method": masked(method) if lam == 0 else method,
+         "lambda": lam, "seed": i // 3, "r2_code": x, "linear": linear + 0.01 * (i // 3)}
         for i, (lam, x) in enumerate(zip(lams, values, strict=True))
     ]  # fmt: skip
+    rows += [{"dataset": SYNTHETIC, "vit": "quick", "method": "random", "lambda": 0.0, "seed": s,
+              "r2_code": 0.9, "linear": 0.3 + 0.02 * s} for s in range(3)]  # fmt: skip
+    return rows
+
+
+def _means(groups, cfg):
+    arms = [(*g, lam) for g in groups for lam in cfg.lambdas]
+    arms += [(g[0], g[1], masked(g[2]), 0.0) for g in groups]
+    return {a: {"r2_code": 0.5} for a in arms}
 
 
 def test_falls_claim_with_an_undefined_rho_is_not_measured():
@@ -61,7 +76,7 @@ def test_falls_claim_with_an_undefined_rho_is_not_measured():
     falls = _group_runs("dino", [0.9, 0.6, 0.3, 0.85, 0.55, 0.25, 0.95, 0.65, 0.35])
     flat = _group_runs("vicreg", [0.7] * 9)
     groups = [("synthetic_shapes", "quick", "dino"), ("synthetic_shapes", "quick", "vicreg")]
-    mean = {(*g, lam): {"r2_code": 0.5} for g in groups for lam in cfg.lambdas}
+    mean = _means(groups, cfg)
     for order in (groups, groups[::-1]):
         claim = _falls_claim(falls + flat, mean, order, "r2_code", "R^2", cfg)
         assert claim.value is None
@@ -79,6 +94,23 @@ def test_falls_claim_with_an_undefined_rho_is_not_measured():
     assert claim.negative.low < RHO < claim.negative.high
     assert claim.verdict == "inconclusive"
     assert not claim.defect
+
+
+def test_falls_claim_needs_models_that_learned_something():
+    """Issue 44: a planted fall in models no better than a random-init ViT on the linear probe
+    cannot be read as the patch loss's effect: the positive control fails."""
+    cfg = SCALES["quick"]
+    groups = [(SYNTHETIC, "quick", "dino")]
+    values = [0.9, 0.6, 0.3, 0.85, 0.55, 0.25, 0.95, 0.65, 0.35]
+    learned = _falls_claim(_group_runs("dino", values), _means(groups, cfg), groups, "r2_code",
+                           "R^2", cfg)  # fmt: skip
+    assert learned.positive.passed
+    assert "learned something" in learned.positive.description
+    untrained = _falls_claim(_group_runs("dino", values, linear=0.3), _means(groups, cfg), groups,
+                             "r2_code", "R^2", cfg)  # fmt: skip
+    assert not untrained.positive.passed
+    assert "random-init" in untrained.positive.description
+    assert untrained.verdict == "inconclusive"
 
 
 def test_rho_interval_planted():
@@ -105,7 +137,7 @@ def test_paired_interval_pairs_by_seed():
     assert math.isnan(
         paired_interval(two, ("d", "v", "a", 0.0), ("d", "v", "b", 0.0), "linear").low
     )
-    assert math.isnan(rep.self_null_interval(two, ("d", "v", "a", 0.0), "linear").low)
+    assert math.isnan(rc.self_null_interval(two, ("d", "v", "a", 0.0), "linear").low)
 
 
 def test_theory_rule_cannot_fail_as_a_paper_claim():
@@ -113,16 +145,16 @@ def test_theory_rule_cannot_fail_as_a_paper_claim():
     passes on a null population with nothing to average out, so as a paper claim it cannot fail:
     it is now a check of our optimiser, whose negative control (fits against the other view's
     closed form) is refuted."""
-    null = rep._theory(400, 0, null=True)
+    null = rr.theory_rows(400, 0, null=True)
     assert max(r["rel_error"] for r in null) < THEORY_TOL  # the old rule passes on the null
-    theory = [rep._theory(400, s) for s in (0, 1)]
-    claim = rep._theory_check(theory, null)
+    theory = [rr.theory_rows(400, s) for s in (0, 1)]
+    claim = rc._theory_check(theory, null)
     assert claim.kind == "check"
     assert claim.negative.verdict == "refuted"
     assert claim.positive.passed
     assert claim.verdict == "supported"
     broken = [[{**r, "rel_error": 0.2} for r in rows] for rows in theory]  # a fit off by 20%
-    assert rep._theory_check(broken, null).verdict == "refuted"
+    assert rc._theory_check(broken, null).verdict == "refuted"
 
 
 def test_job_pins_torch_and_blas_to_one_thread(monkeypatch):
@@ -134,16 +166,16 @@ def test_job_pins_torch_and_blas_to_one_thread(monkeypatch):
         blas = {p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"}
         return torch.get_num_threads(), blas
 
-    monkeypatch.setattr(rep, "_run_job", threads)
+    monkeypatch.setattr(rr, "_run_job", threads)
     with pinned_threads(2, torch=True):
-        torch_threads, blas = rep._job(())
+        torch_threads, blas = rr._job(())
         assert torch.get_num_threads() == 2  # restored
     assert torch_threads == 1
     assert blas <= {1}
 
 
 def _probe_runs(acc: dict[tuple[str, float], list[float]]) -> list[dict]:
-    return [{"dataset": rep.SYNTHETIC, "vit": "v", "method": m, "lambda": lam, "seed": s, "linear": x}
+    return [{"dataset": SYNTHETIC, "vit": "v", "method": m, "lambda": lam, "seed": s, "linear": x}
             for (m, lam), xs in acc.items() for s, x in enumerate(xs)]  # fmt: skip
 
 
@@ -154,23 +186,24 @@ def test_probe_claim_cannot_pass_on_a_null_difference():
     from types import SimpleNamespace
 
     cfg = SimpleNamespace(lambdas=(0.0, 1.0), seeds=(0, 1, 2))
-    groups = [(rep.SYNTHETIC, "v", "mae")]
+    groups = [(SYNTHETIC, "v", "mae")]
     flat = [0.6, 0.6, 0.6]
-    runs = _probe_runs({("mae", 0.0): flat, ("mae", 1.0): flat, ("random", 0.0): [0.2, 0.25, 0.3]})
-    claim = rep._probe_claim(runs, groups, cfg)
+    ref = (masked("mae"), 0.0)  # lambda = 0 of the sweep: the masked control
+    runs = _probe_runs({ref: flat, ("mae", 1.0): flat, ("random", 0.0): [0.2, 0.25, 0.3]})
+    claim = rc._probe_claim(runs, groups, cfg)
     assert claim.positive.passed
     assert claim.verdict == "refuted"
     assert "self-null" in claim.negative.description
     # a real gain over a lambda = 0 arm with no seed spread: the rule can pass
-    runs = _probe_runs({("mae", 0.0): flat, ("mae", 1.0): [0.64, 0.65, 0.66],
+    runs = _probe_runs({ref: flat, ("mae", 1.0): [0.64, 0.65, 0.66],
                         ("random", 0.0): [0.2, 0.25, 0.3]})  # fmt: skip
-    claim = rep._probe_claim(runs, groups, cfg)
+    claim = rc._probe_claim(runs, groups, cfg)
     assert claim.negative.verdict == "refuted"
     assert claim.verdict == "supported"
     # seed spread in the lambda = 0 arm: the self-null straddles 0, nothing can be concluded
-    runs = _probe_runs({("mae", 0.0): [0.5, 0.6, 0.7], ("mae", 1.0): [0.6, 0.7, 0.8],
+    runs = _probe_runs({ref: [0.5, 0.6, 0.7], ("mae", 1.0): [0.6, 0.7, 0.8],
                         ("random", 0.0): [0.2, 0.25, 0.3]})  # fmt: skip
-    claim = rep._probe_claim(runs, groups, cfg)
+    claim = rc._probe_claim(runs, groups, cfg)
     assert claim.negative.verdict == "inconclusive"
     assert claim.verdict == "inconclusive"
     assert not claim.defect
@@ -179,7 +212,36 @@ def test_probe_claim_cannot_pass_on_a_null_difference():
 def test_shuffled_rho_is_the_claims_rule_on_one_shuffle():
     lam = np.tile([0.0, 1.0, 2.0], 10)
     y = 1 - 0.3 * lam + np.random.default_rng(1).normal(0, 0.05, lam.size)
-    null = rep.shuffled_rho(lam, y, seed=0)
+    null = rc.shuffled_rho(lam, y, seed=0)
     assert null.high - null.low > 0.3  # a bootstrap interval over 30 runs, not a mean of shuffles
-    assert null == rep.shuffled_rho(lam, y, seed=0)  # seeded
+    assert null == rc.shuffled_rho(lam, y, seed=0)  # seeded
     assert null.estimate > -0.5  # the planted fall (rho -0.94) is gone
+
+
+def _mae_runs(mae_linear: list[float]) -> list[dict]:
+    """MAE far above every lambda > 0 model in texture-code R^2; random init highest of all."""
+    rows = []
+    for s in range(3):
+        for m, lam, r2, lin in (
+            ("mae", 0.0, 0.95, mae_linear[s]),
+            ("dino", 1.0, 0.80, 0.6 + 0.01 * s),
+            ("dino", 2.0, 0.78, 0.61 + 0.01 * s),
+            ("random", 0.0, 0.96, 0.3 + 0.02 * s),
+        ):
+            rows.append({"dataset": SYNTHETIC, "vit": "v", "method": m, "lambda": lam, "seed": s,
+                         "r2_code": r2 + 0.01 * s * (m == "mae"), "linear": lin})  # fmt: skip
+    return rows
+
+
+def test_mae_claim_needs_a_model_that_beats_random_init():
+    """Issue 44: 'MAE keeps more local evidence' was supported with MAE at the random-init ViT's
+    linear probe (0.41 vs 0.40): its positive control (the ridge probe reads the code) passes for
+    an untrained ViT. Now MAE and the lambda > 0 models must beat random init on the probe."""
+    cfg = SCALES["quick"]
+    groups = [(SYNTHETIC, "v", "dino")]
+    trained = rc._mae_claim(_mae_runs([0.6, 0.62, 0.64]), groups, cfg)
+    assert trained.positive.passed
+    untrained = rc._mae_claim(_mae_runs([0.3, 0.32, 0.34]), groups, cfg)  # MAE = random init
+    assert trained.value == untrained.value  # the R^2 gap is the same
+    assert not untrained.positive.passed
+    assert untrained.verdict == "inconclusive"

@@ -7,6 +7,8 @@ from typing import Literal
 
 from .models import ViTConfig
 
+Precision = Literal["float32", "bfloat16", "float16"]
+PRECISIONS = ("float32", "bfloat16", "float16")
 Objective = Literal["dino", "contrastive", "vicreg", "barlow", "mae", "latent"]
 #: joint-embedding objectives that take the masked patch term (lambda) and KoLeo
 JOINT_EMBEDDING = ("dino", "contrastive", "vicreg", "barlow")
@@ -23,13 +25,19 @@ class PretrainConfig:
     (``mae`` pixel reconstruction, ``latent`` = data2vec/I-JEPA-style prediction of the EMA
     teacher's patch tokens). ``patch_weight`` is lambda, the weight of the iBOT masked patch
     self-distillation term added to a joint-embedding objective (0 = the base objective alone,
-    no masking). ``mask_ratio`` is the exact fraction of patches masked per student image
-    (``block`` = DINOv2 rectangles topped up at random, ``random`` = uniform).
+    no masking). ``mask_student``: ``None`` masks the student's global views exactly when the
+    patch term (or a masked baseline) needs it; ``True`` with ``patch_weight=0`` is the masked
+    lambda = 0 control (the same masked student inputs, no patch loss), which separates the patch
+    loss from masking. ``mask_ratio`` is the exact fraction of patches masked per student image
+    (``block`` = DINOv2 rectangles topped up at random, ``random`` = uniform). ``precision``: the
+    autocast dtype of the forward pass (``float32`` = off; weights and optimiser stay float32;
+    ``float16`` adds a gradient scaler).
     """
 
     objective: Objective = "dino"
     patch_weight: float = 1.0
     koleo_weight: float = 0.0
+    mask_student: bool | None = None
     mask_ratio: float = 0.3
     mask_mode: Literal["block", "random"] = "block"
     vit: ViTConfig = field(default_factory=ViTConfig)
@@ -54,6 +62,7 @@ class PretrainConfig:
     colour_jitter: float = 0.2
     decoder_dim: int = 64
     decoder_depth: int = 2
+    precision: Precision = "float32"
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -69,6 +78,15 @@ class PretrainConfig:
                 f"objective {self.objective!r} is a masked-prediction objective on its own; "
                 "set patch_weight=0 and koleo_weight=0 (or use PretrainConfig.baseline)"
             )
+        if self.mask_student is False and (
+            self.patch_weight > 0 or self.objective in MASKED_BASELINES
+        ):
+            raise ValueError(
+                "mask_student=False: the patch term (patch_weight > 0) and the masked baselines "
+                "need masked student views; use None (automatic) or True"
+            )
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {PRECISIONS}, got {self.precision!r}")
         if not 0.0 < self.mask_ratio < 1.0:
             raise ValueError(f"mask_ratio must be in (0, 1), got {self.mask_ratio}")
         if self.mask_mode not in ("block", "random"):
@@ -92,13 +110,21 @@ class PretrainConfig:
     @property
     def masks_student(self) -> bool:
         """Whether the student sees masked patches (the patch term or a masked baseline)."""
+        if self.mask_student is not None:
+            return self.mask_student
         return self.patch_weight > 0 or self.objective in MASKED_BASELINES
+
+    @property
+    def n_masked(self) -> int:
+        """Patches masked per student image (exact: :func:`make_masks` draws this many)."""
+        return max(1, round(self.mask_ratio * self.vit.n_patches))
 
     @property
     def label(self) -> str:
         if self.objective in MASKED_BASELINES:
             return self.objective
-        return f"{self.objective} λ={self.patch_weight:g}"
+        masked = " masked" if self.masks_student and self.patch_weight == 0 else ""
+        return f"{self.objective} λ={self.patch_weight:g}{masked}"
 
     @classmethod
     def baseline(cls, objective: Literal["mae", "latent"], **overrides: object) -> PretrainConfig:

@@ -228,7 +228,8 @@ def view_pair(
         theta = torch.tensor([[-1.0, 0.0, 0.0], [0.0, 1.0, 0.0]])
     else:
         raise ValueError(f"unknown transform {kind!r}; use 'shift', 'zoom' or 'flip'")
-    grid = F.affine_grid(theta.expand(n, 2, 3), list(images.shape), align_corners=False)
+    moved = theta.to(images.device, images.dtype).expand(n, 2, 3)  # the geometry stays on the CPU
+    grid = F.affine_grid(moved, list(images.shape), align_corners=False)
     b = F.grid_sample(images, grid, mode="bilinear", padding_mode="zeros", align_corners=False)
     # patch centres of A in normalised coordinates -> B: solve B = inverse(theta) applied to A
     rows, cols = torch.meshgrid(torch.arange(gh), torch.arange(gw), indexing="ij")

@@ -106,18 +106,29 @@ def encode_tokens(
     """``(cls, patches)`` of a ViT in eval mode, batched; ``cls`` falls back to mean-pooled patches.
 
     ``model`` may be a lightly masked ViT (what :func:`build_vit` returns), a timm
-    ``VisionTransformer``, or any callable mapping images to ``(batch, n_patches, dim)``.
+    ``VisionTransformer``, or any callable mapping images to ``(batch, n_patches, dim)``. Each
+    batch is moved to the device of the model's parameters (a GPU-trained backbone reads CPU data
+    sets); the tokens come back as float32 on the CPU, where the probes run.
     """
     if images.dim() != 4:
         raise ValueError(f"images must be (batch, channels, H, W), got {tuple(images.shape)}")
     was_training = getattr(model, "training", False)
     if isinstance(model, nn.Module):
         model.eval()
+    device = _device_of(model, images.device)
     cls_parts, patch_parts = [], []
     for start in range(0, images.shape[0], batch_size):
-        c, p = _tokens(model, images[start : start + batch_size])
-        cls_parts.append(p.mean(1) if c is None else c)
-        patch_parts.append(p)
+        c, p = _tokens(model, images[start : start + batch_size].to(device))
+        cls_parts.append((p.mean(1) if c is None else c).float().cpu())
+        patch_parts.append(p.float().cpu())
     if isinstance(model, nn.Module):
         model.train(was_training)
-    return torch.cat(cls_parts).float(), torch.cat(patch_parts).float()
+    return torch.cat(cls_parts), torch.cat(patch_parts)
+
+
+def _device_of(model: Encoder, default: torch.device) -> torch.device:
+    """The device of the model's first parameter (``default`` for a parameter-free callable)."""
+    if isinstance(model, nn.Module):
+        for p in model.parameters():
+            return p.device
+    return default

@@ -52,6 +52,39 @@ def _with_prefix(mask: torch.Tensor) -> torch.Tensor:
     return torch.cat([torch.zeros_like(flat[:, :1]), flat], dim=1)
 
 
+def masked_index(mask: torch.Tensor, k: int) -> torch.Tensor:
+    """``(B, k)`` positions of the masked patches of each image, in row-major order, from a
+    ``(B, H, W)`` (or ``(B, N)``) mask with exactly ``k`` True per image (what
+    :func:`make_masks` draws). A fixed-shape gather instead of boolean indexing: no host sync on a
+    GPU, and defined on ``meta``. A mask with another count raises (checked off ``meta``)."""
+    flat = mask.flatten(1)
+    if flat.device.type != "meta" and not bool((flat.sum(1) == k).all()):
+        raise ValueError(f"every image's mask must have exactly {k} masked patches (make_masks)")
+    return flat.to(torch.uint8).argsort(dim=1, descending=True, stable=True)[:, :k]
+
+
+def _gather(tokens: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+    """``tokens[b, idx[b]]``: ``(B, N, D)`` and ``(B, k)`` -> ``(B, k, D)``."""
+    return tokens.gather(1, idx[..., None].expand(-1, -1, tokens.shape[-1]))
+
+
+def ibot_patch_term(
+    loss: nn.Module, teacher_logits: torch.Tensor, student_logits: torch.Tensor
+) -> torch.Tensor:
+    """The iBOT term of a step from the masked patches' logits ``(n_images, k, K)`` of every
+    global view at once (views stacked along the images): cross-entropy of the student's
+    ``log softmax(s / tau_s)`` to the teacher's ``softmax((t - c) / tau_t)``, mean over the ``k``
+    masked patches of each image, then over images (lightly's / DINOv2's ``IBOTPatchLoss`` with
+    the same number of masked patches per image). The centre ``c`` of ``loss`` (a lightly
+    ``IBOTPatchLoss``) moves once, with the mean over all of them (DINOv2: one update per step)."""
+    t = teacher_logits.flatten(0, 1)
+    teacher = F.softmax((t - loss.center.value) / loss.teacher_temp, dim=-1)
+    student = F.log_softmax(student_logits.flatten(0, 1) / loss.student_temp, dim=-1)
+    term = -(teacher * student).sum(-1).mean()
+    loss.center.update(t)
+    return term
+
+
 def _dino_head(d_in: int, hidden: int, bottleneck: int, d_out: int) -> nn.Module:
     import warnings
 
@@ -145,8 +178,10 @@ class JointEmbedding(nn.Module):
     ) -> dict[str, torch.Tensor]:
         c = self.config
         use_patch = c.patch_weight > 0 and masks is not None
+        # the student sees masked global views whenever masks are given: with the patch term, and
+        # in the masked lambda = 0 control (PretrainConfig.mask_student)
         s_tokens = [
-            self.student.encode(g, mask=_with_prefix(m) if use_patch else None)
+            self.student.encode(g, mask=None if m is None else _with_prefix(m))
             for g, m in zip(globals_, masks or [None] * len(globals_), strict=True)  # type: ignore[list-item]
         ]
         s_cls = [t[:, 0] for t in s_tokens]
@@ -165,14 +200,15 @@ class JointEmbedding(nn.Module):
             z = [self.cls_head(x) for x in s_cls]
             out["base"] = self.base_loss(z[0], z[1])
         total = out["base"]
-        if use_patch:
-            terms = []
-            for s, t, m in zip(s_tokens, t_tokens, masks, strict=True):  # type: ignore[arg-type]
-                flat = m.flatten(1)
-                with torch.no_grad():
-                    t_masked = self.teacher_patch_head(t[:, 1:][flat])
-                terms.append(self.patch_loss(t_masked, self.patch_head(s[:, 1:][flat]), m))
-            out["patch"] = torch.stack(terms).mean()
+        if use_patch:  # both views in one term: the iBOT centre moves once per step
+            idx = [masked_index(m, c.n_masked) for m in masks]  # type: ignore[union-attr]
+            s_masked = torch.cat([_gather(s[:, 1:], i) for s, i in zip(s_tokens, idx, strict=True)])
+            with torch.no_grad():
+                t_masked = torch.cat(
+                    [_gather(t[:, 1:], i) for t, i in zip(t_tokens, idx, strict=True)]
+                )
+                t_logits_p = self.teacher_patch_head(t_masked)
+            out["patch"] = ibot_patch_term(self.patch_loss, t_logits_p, self.patch_head(s_masked))
             total = total + c.patch_weight * out["patch"]
         if c.koleo_weight > 0:
             out["koleo"] = torch.stack([self.koleo(x) for x in s_cls]).mean()
@@ -220,13 +256,15 @@ class MAE(nn.Module):
             raise ValueError("MAE needs masks")
         images, mask = globals_[0], masks[0]
         seq = _with_prefix(mask)
-        idx_keep = (~seq).nonzero()[:, 1].reshape(seq.shape[0], -1)
+        k = self.config.n_masked
+        idx_mask = masked_index(mask, k)  # (B, k) masked patches
+        idx_keep = masked_index(~seq, seq.shape[1] - k)  # (B, 1 + N - k): CLS and kept patches
         tokens = self.student.encode(images, idx_keep=idx_keep)
-        full = torch.zeros(seq.shape[0], seq.shape[1], tokens.shape[-1], dtype=tokens.dtype)
+        full = tokens.new_zeros(seq.shape[0], seq.shape[1], tokens.shape[-1])
         full = U.set_at_index(full, idx_keep, tokens)
         decoded = self.decoder(self.embed(full), mask=seq)
-        pred = self.predict(decoded[:, 1:][mask.flatten(1)])
-        target = patchify(images, self.config.vit.patch_size)[mask.flatten(1)]
+        pred = self.predict(_gather(decoded[:, 1:], idx_mask))
+        target = _gather(patchify(images, self.config.vit.patch_size), idx_mask)
         target = (target - target.mean(-1, keepdim=True)) / (
             target.var(-1, keepdim=True) + 1e-6
         ).sqrt()
@@ -264,10 +302,10 @@ class LatentPrediction(nn.Module):
             raise ValueError("latent prediction needs masks")
         terms = []
         for g, m in zip(globals_, masks, strict=True):
-            flat = m.flatten(1)
-            s = self.student.encode(g, mask=_with_prefix(m))[:, 1:][flat]
+            idx = masked_index(m, self.config.n_masked)
+            s = _gather(self.student.encode(g, mask=_with_prefix(m))[:, 1:], idx)
             with torch.no_grad():
-                t = self.teacher.encode(g)[:, 1:][flat]
+                t = _gather(self.teacher.encode(g)[:, 1:], idx)
                 t = F.layer_norm(t, t.shape[-1:])
             terms.append(F.smooth_l1_loss(self.predictor(s), t))
         loss = torch.stack(terms).mean()
