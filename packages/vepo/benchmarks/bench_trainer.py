@@ -1,7 +1,8 @@
 """What the entropy terms cost per RL step, as a ratio to GRPO in the same trainer.
 
-VEPO and the sequence bonus need one extra no-grad forward pass per generation (the sequence
-log-probs); the token bonus one extra forward-backward per update.
+Every method computes one extra no-grad forward pass per generation (the sequence log-probs
+behind the logged entropy estimates and the trajectory-level terms); the token bonus is TRL's own
+(token entropies computed inside its loss).
 
     uv run python packages/vepo/benchmarks/bench_trainer.py
 """

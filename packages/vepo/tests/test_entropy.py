@@ -117,3 +117,40 @@ def test_normalised_valid_entropy_gradient_form():
     assert float(wv.sum()) == pytest.approx(0.0, abs=1e-12)
     assert wv[0, 3] > 0 > wv[0, 0]  # the rarest valid sample gains, the commonest loses
     assert torch.equal(valid_entropy_weights(logp, torch.tensor([[1, 0, 0, 0]])), torch.zeros(1, 4))
+
+
+def _expected_group_gradient(p, valid, weights_fn, g):
+    """Exact expectation over every group of ``g`` draws from ``p`` (enumeration) of the group
+    estimate ``(1/g) sum_i w_i grad_logits log pi(y_i)``, and the probability of >= 2 valid draws."""
+    import itertools
+
+    n = len(p)
+    score = torch.eye(n, dtype=torch.float64) - p  # grad_logits log pi(y) = e_y - p
+    total, p_two = torch.zeros(n, dtype=torch.float64), 0.0
+    for ys in itertools.product(range(n), repeat=g):
+        prob = float(torch.prod(p[list(ys)]))
+        logp = torch.log(p[list(ys)])[None]
+        w = weights_fn(logp, valid[list(ys)][None])[0]
+        total += prob * (w[:, None] * score[list(ys)]).sum(0) / g
+        p_two += prob * (int(valid[list(ys)].sum()) >= 2)
+    return total, p_two
+
+
+def test_group_weights_are_unbiased_by_enumeration():
+    """Issue 44: the normalised-H weights centred each valid sample on a mean that included
+    itself, which shrinks them by (k-1)/k: half their size with 2 valid samples. Enumerating every
+    group of 4 draws: the expected group estimate equals the exact gradient (times P(>= 2 valid),
+    since a group with fewer valid samples says nothing about H(pi_V) and gets 0); VEPO's plain
+    weights are unbiased for grad H_eff."""
+    from vepo.entropy import exact_valid_entropy_gradient, valid_entropy_weights
+
+    logits = torch.tensor([1.0, 0.2, -0.5, 0.4], dtype=torch.float64)
+    valid = torch.tensor([1, 1, 0, 1])
+    p = torch.softmax(logits, 0)
+    est, p_two = _expected_group_gradient(p, valid, valid_entropy_weights, 4)
+    exact = exact_valid_entropy_gradient(logits, valid)
+    assert torch.allclose(est, p_two * exact, atol=1e-12)
+    est, _ = _expected_group_gradient(
+        p, valid, lambda lp, v: entropy_weights(lp, v, baseline=False), 4
+    )
+    assert torch.allclose(est, exact_effective_entropy_gradient(logits, valid), atol=1e-12)

@@ -5,13 +5,13 @@ import pytest
 
 from paper_common import Control, Report
 from paper_common.device import pinned_threads
-from vepo import reproduce as rep
-from vepo.reproduce import (
+from vepo.reproduce import SCALES, reproduce
+from vepo.reproduce import run as rep
+from vepo.reproduce.claims import (
     BLIND,
     PASS1_MARGIN,
     _blind_bonus_claim,
     _pass1_claim,
-    reproduce,
     seed_interval,
 )
 from vepo.rl import METHODS
@@ -37,6 +37,13 @@ def test_smoke_reproduce_writes_a_report(tmp_path):
 def test_bad_scale():
     with pytest.raises(ValueError, match="scale"):
         reproduce("medium")
+
+
+def test_full_scale_names_a_real_model_and_says_what_it_needs(tmp_path):
+    assert SCALES["full"].model == "Qwen/Qwen2.5-1.5B-Instruct"
+    with pytest.raises(RuntimeError, match="needs a GPU"):
+        reproduce("full", out_dir=tmp_path / "r")
+    assert not (tmp_path / "r").exists()
 
 
 def _runs(seq: dict[str, list[float]], share: dict[str, float] | None = None) -> list[dict]:

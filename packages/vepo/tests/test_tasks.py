@@ -3,6 +3,7 @@ from fractions import Fraction
 import pytest
 
 from vepo import ParseError, Problem, addition, countdown, evaluate, solutions
+from vepo.tasks import normalize
 
 
 def test_checker_accepts_every_enumerated_solution():
@@ -47,3 +48,32 @@ def test_addition_checker():
     assert p.check(p.solutions[0])
     assert p.check(" " + str(p.target))
     assert not p.check(str(p.target + 1))
+
+
+def test_checker_survives_odd_model_output():
+    """Issue 44: a 5,000-digit number made ``int()`` raise ValueError (Python's digit limit) inside
+    the reward function. Odd output is invalid, never an exception; non-ASCII digits are no
+    numbers, and a number's spelling (leading zeros) is one solution, not two."""
+    p = Problem("nums 2 3 4 target 10 :", (2, 3, 4), 10)
+    for odd in ["1" * 5000, "2 * 3 + " + "4" * 5000, "( " * 3000 + "2", "٢ * ٣ + ٤", "２ * ３ + ４",
+                "\x00", "2 * 3 + 4" + " " * 5000 + "+ 1"]:  # fmt: skip
+        assert not p.check(odd)
+    assert p.check("2 * 3 + 04")
+    assert normalize("2 * 3 + 04") == normalize("2 * 3 + 4")
+    with pytest.raises(ParseError, match="digits"):
+        evaluate("1" * 50)
+
+
+def test_reward_function_on_odd_and_conversational_output():
+    from vepo import reward_function
+
+    p = Problem("nums 2 3 4 target 10 :", (2, 3, 4), 10)
+    reward = reward_function([p])
+    assert reward([p.prompt] * 3, ["2 * 3 + 4", "9" * 5000, "unknown"]) == [1.0, 0.0, 0.0]
+    chat = [
+        [{"role": "assistant", "content": "2 * 3 + 4"}],
+        [{"role": "assistant", "content": "1"}],
+    ]
+    assert reward([p.prompt] * 2, chat) == [1.0, 0.0]
+    with pytest.raises(TypeError, match="completion"):
+        reward([p.prompt], [42])

@@ -7,17 +7,19 @@ safe expression parser; pass@k and diversity metrics (:mod:`vepo.metrics`).
 """
 
 from vepo.entropy import (
+    differential_smoothing_weights,
     entropy_weights,
     estimate_entropies,
     exact_effective_entropy_gradient,
     exact_entropies,
 )
 from vepo.metrics import distinct_valid, evaluate_policy, pass_at_k
-from vepo.rl import METHODS, RLResult, build_tokenizer_for, reward_function, train_rl, warmup
+from vepo.rl import COEF, METHODS, RLResult, build_tokenizer_for, reward_function, train_rl, warmup
 from vepo.tasks import ParseError, Problem, addition, countdown, evaluate, solutions
 from vepo.trainer import MODES, VEPOConfig, VEPOTrainer
 
 __all__ = [
+    "COEF",
     "METHODS",
     "MODES",
     "ParseError",
@@ -28,6 +30,7 @@ __all__ = [
     "addition",
     "build_tokenizer_for",
     "countdown",
+    "differential_smoothing_weights",
     "distinct_valid",
     "entropy_weights",
     "estimate_entropies",

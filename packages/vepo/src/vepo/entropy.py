@@ -23,7 +23,9 @@ than that gets a negative weight, so in a regime of short, confident completions
 objective pushes mass off the dominant valid solution, not only toward rare ones.
 
 The normalised variant maximises ``H(pi_V)`` instead (:func:`valid_entropy_weights`): weights are
-centred among the valid samples of a group, so they move mass between valid trajectories only.
+centred (leave one out) among the valid samples of a group, so they move mass between valid
+trajectories only. Differential Smoothing (:func:`differential_smoothing_weights`), a published
+baseline, adds ``-gamma log pi`` on valid and ``+gamma log pi`` on invalid trajectories.
 """
 
 from __future__ import annotations
@@ -32,8 +34,9 @@ import torch
 
 
 def _check(logp: torch.Tensor, valid: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    logp = torch.as_tensor(logp, dtype=torch.float64)
-    valid = torch.as_tensor(valid).to(torch.float64)
+    # on the CPU: float64 does not exist on every accelerator (MPS), and these are summaries
+    logp = torch.as_tensor(logp).detach().to("cpu", torch.float64)
+    valid = torch.as_tensor(valid).detach().to("cpu", torch.float64)
     if logp.shape != valid.shape:
         raise ValueError(
             f"logp and valid differ in shape: {tuple(logp.shape)} vs {tuple(valid.shape)}"
@@ -120,10 +123,13 @@ def valid_entropy_weights(logp: torch.Tensor, valid: torch.Tensor) -> torch.Tens
     """Per-trajectory weights of the gradient of the normalised valid entropy ``H(pi_V)``.
 
     ``grad H(pi_V) = E_pi[ v(y) / pi(V) * (-log pi(y) + log pi(V) - H(pi_V)) grad log pi(y) ]``
-    (the ``grad log pi(V)`` term has zero mean under ``pi_V``). In a group of ``G`` samples with
-    ``k`` valid ones: ``w_i = v_i (l_i - mean_valid l) G / k`` with ``l = -logp``; zero-sum over the
-    valid samples (no push toward or away from the valid set as a whole), zero for invalid ones and
-    for groups with fewer than 2 valid samples. ``logp``, ``valid``: ``(groups, G)``.
+    ``= E_{pi_V}[ (l(y) - E_{pi_V} l) grad log pi(y) ]`` with ``l = -log pi``. In a group of ``G``
+    samples with ``k`` valid ones: ``w_i = v_i (G / k) (l_i - mean of l over the other valid
+    samples)``. The leave-one-out mean keeps it unbiased: a mean that includes ``l_i`` itself
+    shrinks every weight by ``(k - 1) / k`` (to half with two valid samples). Given ``k >= 2`` the
+    group estimate ``(1/G) sum_i w_i grad log pi(y_i)`` is unbiased for ``grad H(pi_V)``; groups
+    with fewer than 2 valid samples get 0. Zero-sum over the valid samples (no push toward or away
+    from the valid set as a whole), zero for invalid ones. ``logp``, ``valid``: ``(groups, G)``.
     """
     logp = torch.as_tensor(logp)
     if logp.ndim != 2:
@@ -133,9 +139,26 @@ def valid_entropy_weights(logp: torch.Tensor, valid: torch.Tensor) -> torch.Tens
         raise ValueError(f"valid must have shape {tuple(logp.shape)}; got {tuple(v.shape)}")
     k = v.sum(1, keepdim=True)
     nll = -logp
-    mean_valid = (nll * v).sum(1, keepdim=True) / k.clamp(min=1)
-    w = v * (nll - mean_valid) * logp.shape[1] / k.clamp(min=1)
+    others = ((nll * v).sum(1, keepdim=True) - nll * v) / (k - 1).clamp(min=1)
+    w = v * (nll - others) * logp.shape[1] / k.clamp(min=1)
     return torch.where(k >= 2, w, torch.zeros_like(w))
+
+
+def differential_smoothing_weights(
+    logp: torch.Tensor, valid: torch.Tensor, gamma_p: float, gamma_n: float
+) -> torch.Tensor:
+    """What Differential Smoothing (Gai et al. 2025, arXiv 2511.19942) adds to the advantage:
+    ``-gamma_p log pi(y)`` on valid trajectories (rarer correct answers gain more) and
+    ``+gamma_n log pi(y)`` on invalid ones (rarer wrong answers lose more), with ``log pi`` of the
+    policy that sampled them. Not centred, no baseline. ``logp``, ``valid``: ``(groups, G)``."""
+    logp = torch.as_tensor(logp)
+    v = torch.as_tensor(valid).to(logp.dtype)
+    if v.shape != logp.shape:
+        raise ValueError(f"valid must have shape {tuple(logp.shape)}; got {tuple(v.shape)}")
+    for name, g in (("gamma_p", gamma_p), ("gamma_n", gamma_n)):
+        if not 0 <= g < float("inf"):
+            raise ValueError(f"{name} must be a finite number >= 0; got {g!r}")
+    return -gamma_p * v * logp + gamma_n * (1 - v) * logp
 
 
 def exact_valid_entropy_gradient(logits: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:

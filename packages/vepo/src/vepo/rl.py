@@ -1,8 +1,9 @@
-"""End to end on a CPU: a tiny LM warmed up on solved problems, then RL with VEPO or a baseline.
+"""End to end: a tiny LM warmed up on solved problems, then RL with VEPO or a baseline.
 
 :data:`METHODS` are the compared configurations, all through :class:`~vepo.trainer.VEPOTrainer`
-(the same generation, reward and clipping code): GRPO, GRPO + token-entropy bonus, GRPO +
-sequence-entropy bonus, clip-higher (DAPO-style asymmetric clipping) and VEPO.
+(the same generation, reward and clipping code): GRPO, GRPO + token-entropy bonus (TRL's own),
+GRPO + sequence-entropy bonus, clip-higher (DAPO-style asymmetric clipping), Differential Smoothing
+(arXiv 2511.19942), VEPO and its normalised variant. :func:`train_rl` runs on the model's device.
 """
 
 from __future__ import annotations
@@ -22,19 +23,23 @@ from vepo.trainer import VEPOConfig, VEPOTrainer
 
 log = logging.getLogger(__name__)
 
-#: name -> VEPOConfig overrides. Every method reuses each generation for 2 updates
-#: (``num_iterations=2``) so that clipping acts (on-policy, clip-higher would equal GRPO). The token
-#: bonus uses 0.01 (the usual PPO entropy coefficient); the trajectory-level terms use 0.005 on
-#: their plain (unscaled, no baseline) score-function weights. At 0.05 (and with standardised
-#: weights at 0.1) every trajectory-level term, VEPO included, collapsed the policy into random
-#: 16-token text in our quick runs; the history is in seeds/vepo.md.
+#: The trajectory-level coefficient shared by VEPO, its normalised variant, the blind sequence bonus
+#: and Differential Smoothing (both its gammas), chosen by the search in seeds/vepo.md.
+COEF = 0.1
+
+#: name -> VEPOConfig fields. Every method reuses each generation for 2 updates
+#: (``num_iterations=2``, set by :func:`train_rl`) so that clipping acts (on-policy, clip-higher would
+#: equal GRPO). The token bonus is TRL's own ``entropy_coef`` at 0.01 (the usual PPO entropy
+#: coefficient); the trajectory-level terms use :data:`COEF` on their plain (unscaled, no baseline)
+#: weights.
 METHODS: dict[str, dict[str, Any]] = {
-    "GRPO": {"entropy_mode": "none", "entropy_coef": 0.0},
-    "GRPO + token entropy": {"entropy_mode": "token", "entropy_coef": 0.01},
-    "GRPO + sequence entropy": {"entropy_mode": "sequence", "entropy_coef": 0.005},
-    "clip-higher": {"entropy_mode": "none", "entropy_coef": 0.0, "epsilon_high": 0.28},
-    "VEPO": {"entropy_mode": "effective", "entropy_coef": 0.005},
-    "VEPO (normalised H)": {"entropy_mode": "effective_normalized", "entropy_coef": 0.005},
+    "GRPO": {"vepo_mode": "none"},
+    "GRPO + token entropy": {"vepo_mode": "none", "entropy_coef": 0.01},
+    "GRPO + sequence entropy": {"vepo_mode": "sequence", "vepo_coef": COEF},
+    "clip-higher": {"vepo_mode": "none", "epsilon_high": 0.28},
+    "Differential Smoothing": {"vepo_mode": "differential_smoothing", "vepo_coef": COEF},
+    "VEPO": {"vepo_mode": "effective", "vepo_coef": COEF},
+    "VEPO (normalised H)": {"vepo_mode": "effective_normalized", "vepo_coef": COEF},
 }
 
 
@@ -80,14 +85,34 @@ def warmup(
 
 
 def reward_function(problems: Sequence[Problem]) -> Callable[..., list[float]]:
-    """A TRL reward function: 1.0 for a valid completion of its prompt's problem, else 0.0."""
+    """A TRL reward function: 1.0 for a valid completion of its prompt's problem, else 0.0.
+
+    Completions are text, or (conversational datasets) a list of messages whose last ``content``
+    is the answer; anything else raises ``TypeError`` naming it. Odd text scores 0, never raises.
+    """
     by_prompt = {p.prompt: p for p in problems}
 
-    def correctness(prompts: list[str], completions: list[str], **_: Any) -> list[float]:
-        return [float(by_prompt[p].check(c)) if p in by_prompt else 0.0
+    def correctness(prompts: list[Any], completions: list[Any], **_: Any) -> list[float]:
+        return [float(by_prompt[key].check(_text(c))) if (key := _text(p)) in by_prompt else 0.0
                 for p, c in zip(prompts, completions, strict=True)]  # fmt: skip
 
     return correctness
+
+
+def _text(x: Any) -> str:
+    """The text of a completion or prompt: a string, or the last message's ``content``."""
+    if isinstance(x, str):
+        return x
+    if (
+        isinstance(x, list)
+        and x
+        and isinstance(x[-1], dict)
+        and isinstance(x[-1].get("content"), str)
+    ):
+        return x[-1]["content"]
+    raise TypeError(
+        f"a completion must be a str or a list of messages with 'content'; got {type(x).__name__}"
+    )
 
 
 @dataclass
@@ -97,6 +122,7 @@ class RLResult:
     history: list[dict[str, float]]
     seconds: float
     model: Any
+    config: dict[str, Any]
 
 
 def train_rl(
@@ -131,19 +157,34 @@ def train_rl(
         )
     name = method if isinstance(method, str) else "custom"
     fields = METHODS[method] if isinstance(method, str) else method
+    device = next(model.parameters()).device
+    # train_rl's defaults < the method's fields < the caller's overrides
+    args: dict[str, Any] = {
+        "per_device_train_batch_size": prompts_per_step * num_generations,
+        "num_generations": num_generations, "max_completion_length": max_completion_length,
+        "max_steps": steps, "learning_rate": learning_rate, "lr_scheduler_type": "constant",
+        "beta": 0.0, "loss_type": "grpo", "temperature": 1.0, "report_to": [], "logging_steps": 1,
+        "num_iterations": num_iterations, "save_strategy": "no", "use_cpu": device.type == "cpu",
+        "disable_tqdm": True, "seed": seed, "data_seed": seed,
+        **fields, **overrides,
+    }  # fmt: skip
     with tempfile.TemporaryDirectory() as tmp:
-        cfg = VEPOConfig(
-            output_dir=tmp, per_device_train_batch_size=prompts_per_step * num_generations,
-            num_generations=num_generations, max_completion_length=max_completion_length,
-            max_steps=steps, learning_rate=learning_rate, lr_scheduler_type="constant",
-            beta=0.0, loss_type="grpo", temperature=1.0, report_to=[], logging_steps=1,
-            num_iterations=num_iterations,
-            save_strategy="no", use_cpu=True, disable_tqdm=True, seed=seed, data_seed=seed,
-            **{**fields, **overrides},
-        )  # fmt: skip
+        try:
+            cfg = VEPOConfig(**{"output_dir": tmp, **args})
+        except TypeError as e:
+            raise TypeError(f"train_rl: not a VEPOConfig field: {e}") from e
         data = Dataset.from_list([{"prompt": p.prompt} for p in problems])
-        trainer = VEPOTrainer(model=model, reward_funcs=reward_function(problems), args=cfg,
-                              train_dataset=data, processing_class=tok)  # fmt: skip
+        # with a KL term TRL loads the reference model from the policy's name or path: an
+        # in-process model has none, and a hub model's would be the hub weights, not these
+        name_or_path = model.config._name_or_path
+        if cfg.beta != 0:
+            model.save_pretrained(f"{tmp}/reference")
+            model.config._name_or_path = f"{tmp}/reference"
+        try:
+            trainer = VEPOTrainer(model=model, reward_funcs=reward_function(problems), args=cfg,
+                                  train_dataset=data, processing_class=tok)  # fmt: skip
+        finally:
+            model.config._name_or_path = name_or_path
         trainer.remove_callback(PrinterCallback)  # the history is returned, not printed
         start = time.perf_counter()
         with warnings.catch_warnings():
@@ -153,4 +194,5 @@ def train_rl(
         seconds = time.perf_counter() - start
     history = [h for h in trainer.state.log_history if "reward" in h]
     model.eval()
-    return RLResult(name, seed, history, seconds, model)
+    config = {k: getattr(cfg, k) for k in args} | {"bf16": cfg.bf16, "use_cpu": cfg.use_cpu}
+    return RLResult(name, seed, history, seconds, model, config)

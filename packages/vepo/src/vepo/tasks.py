@@ -21,7 +21,8 @@ from fractions import Fraction
 
 import numpy as np
 
-_TOKEN = re.compile(r"\s*(\d+|[-+*/()])")
+_TOKEN = re.compile(r"\s*([0-9]+|[-+*/()])")  # ASCII digits only
+MAX_DIGITS = 12  # a longer number is no Countdown answer (and int() refuses > 4,300 digits)
 OPS = ("+", "-", "*", "/")
 
 
@@ -50,11 +51,16 @@ def evaluate(text: str, max_tokens: int = 64) -> tuple[Fraction, list[int]]:
     """Exact value of an expression and the numbers it uses, in order.
 
     Grammar: ``expr = term (("+"|"-") term)*``, ``term = atom (("*"|"/") atom)*``,
-    ``atom = number | "(" expr ")"``. No unary minus. Division by zero raises :class:`ParseError`.
+    ``atom = number | "(" expr ")"``; a number is ASCII digits, at most :data:`MAX_DIGITS` of them.
+    No unary minus. Division by zero, a longer number or more than ``max_tokens`` tokens raise
+    :class:`ParseError`.
     """
     tokens = tokenize(text)
     if len(tokens) > max_tokens:
         raise ParseError(f"expression longer than {max_tokens} tokens")
+    long = next((t for t in tokens if len(t) > MAX_DIGITS), None)
+    if long is not None:
+        raise ParseError(f"a number with {len(long)} digits (at most {MAX_DIGITS})")
     pos = 0
     used: list[int] = []
 
@@ -103,9 +109,9 @@ def evaluate(text: str, max_tokens: int = 64) -> tuple[Fraction, list[int]]:
 
 
 def normalize(text: str) -> str:
-    """One canonical spelling of an expression's tokens (whitespace removed)."""
+    """One canonical spelling of an expression's tokens (whitespace and leading zeros removed)."""
     try:
-        return " ".join(tokenize(text))
+        return " ".join((t.lstrip("0") or "0") if t.isdigit() else t for t in tokenize(text))
     except ParseError:
         return text.strip()
 
@@ -121,7 +127,10 @@ class Problem:
     kind: str = "countdown"
 
     def check(self, completion: str) -> bool:
-        """Is ``completion`` (up to its first line) a valid solution? Malformed text is invalid."""
+        """Is ``completion`` (up to its first line) a valid solution? Malformed text is invalid
+        (never an exception); a completion that is not a string raises ``TypeError``."""
+        if not isinstance(completion, str):
+            raise TypeError(f"completion must be a str; got {type(completion).__name__}")
         text = completion.strip().split("\n")[0]
         if self.kind == "addition":
             return text.replace(" ", "") == str(self.target)

@@ -1,19 +1,27 @@
 """VEPO on TRL: ``VEPOConfig(GRPOConfig)`` and ``VEPOTrainer(GRPOTrainer)``.
 
-Only the advantage (or, for the token-entropy bonus, the loss) changes; generation, rewards,
-clipping, logging and everything else are TRL's, so any causal LM and any TRL reward function work.
+Only the advantage changes; generation, rewards, clipping, the loss, logging and everything else
+are TRL's, so any causal LM and any TRL reward function work.
 
-``entropy_mode``:
+``vepo_mode``:
 
-* ``"none"``: GRPO (with ``epsilon_high > epsilon``: DAPO-style clip-higher).
-* ``"effective"`` (VEPO): advantage ``+= entropy_coef * w``, ``w = v (-log pi(y) - 1)``, ``v`` =
-  reward ``>= valid_threshold``: the plain score-function estimate of ``grad H_eff`` (see
+* ``"none"``: GRPO (with ``epsilon_high > epsilon``: DAPO-style clip-higher; with TRL's own
+  ``entropy_coef > 0``: GRPO + the blind token-entropy bonus, as TRL implements it).
+* ``"effective"`` (VEPO): advantage ``+= vepo_coef * w``, ``w = v (-log pi(y) - 1)``, ``v`` =
+  reward ``>= vepo_valid_threshold``: the plain score-function estimate of ``grad H_eff`` (see
   :mod:`vepo.entropy`). Optional leave-one-out baseline and group standardisation (both off:
   with the baseline invalid samples get negative weights, and standardising near-constant
-  weights amplifies noise; either made our runs collapse into random text).
+  weights amplifies noise).
 * ``"effective_normalized"``: the weights of ``grad H(pi_V)`` (centred among valid samples).
-* ``"sequence"``: the same with ``v = 1`` for every trajectory (blind sequence-entropy bonus).
-* ``"token"``: loss ``-= entropy_coef * mean token entropy`` over completion tokens (blind).
+* ``"sequence"``: the same as ``"effective"`` with ``v = 1`` for every trajectory (blind
+  sequence-entropy bonus).
+* ``"differential_smoothing"`` (Gai et al. 2025, arXiv 2511.19942, a baseline): advantage ``+=
+  vepo_coef * (-log pi(y))`` on valid trajectories and ``+= vepo_coef_incorrect * log pi(y)`` on
+  invalid ones (:func:`~vepo.entropy.differential_smoothing_weights`).
+
+Every field of ours is prefixed ``vepo_``: TRL 1.x's ``GRPOConfig`` has its own ``entropy_coef``
+(a token-entropy bonus in the loss), and a subclass field of the same name silently switches it on.
+Importing this module fails if a TRL release ever adds a field of ours.
 
 ``log pi(y)`` is the completion's log-probability under the sampling distribution (temperature
 applied), computed without gradient from the policy that generated it. The trainer also logs, per
@@ -23,52 +31,98 @@ samples (``entropy/*`` in ``trainer.state.log_history``).
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 from trl import GRPOConfig, GRPOTrainer
 
-from vepo.entropy import entropy_weights, estimate_entropies, valid_entropy_weights
+from vepo.entropy import (
+    differential_smoothing_weights,
+    entropy_weights,
+    estimate_entropies,
+    valid_entropy_weights,
+)
 
-MODES = ("none", "token", "sequence", "effective", "effective_normalized")
+MODES = ("none", "sequence", "effective", "effective_normalized", "differential_smoothing")
 
 
 @dataclass
 class VEPOConfig(GRPOConfig):
-    """``GRPOConfig`` plus the entropy term. ``entropy_coef=0`` is GRPO exactly."""
+    """``GRPOConfig`` plus the entropy term. ``vepo_coef=0`` (or ``vepo_mode="none"``) is GRPO.
 
-    entropy_mode: str = field(
+    ``bf16`` left unset is on only where a CUDA device supports it (``GRPOConfig`` turns it on
+    everywhere, so a CPU run trained under bf16 autocast).
+    """
+
+    vepo_mode: str = field(
         default="effective",
-        metadata={"help": "none | token | sequence | effective (VEPO) | effective_normalized"},
+        metadata={"help": f"one of {', '.join(MODES)}; 'effective' is VEPO"},
     )
-    entropy_coef: float = field(
-        default=0.05, metadata={"help": "weight of the entropy term (>= 0)"}
+    vepo_coef: float = field(
+        default=0.05,
+        metadata={"help": "weight of the entropy term (>= 0); Differential Smoothing's gamma_p"},
     )
-    valid_threshold: float = field(
+    vepo_coef_incorrect: float | None = field(
+        default=None,
+        metadata={
+            "help": "Differential Smoothing's gamma_n, on invalid trajectories (>= 0; None: "
+            "vepo_coef)"
+        },
+    )
+    vepo_valid_threshold: float = field(
         default=1.0, metadata={"help": "a completion is valid when its total reward >= this"}
     )
-    entropy_baseline: bool = field(
+    vepo_baseline: bool = field(
         default=False,
         metadata={
             "help": "subtract the leave-one-out group mean of the weights (off: invalid "
             "trajectories get exactly 0)"
         },
     )
-    entropy_standardize: bool = field(
+    vepo_standardize: bool = field(
         default=False, metadata={"help": "divide the weights by their group standard deviation"}
     )
 
     def __post_init__(self) -> None:
-        if self.entropy_mode not in MODES:
-            raise ValueError(f"entropy_mode must be one of {MODES}; got {self.entropy_mode!r}")
-        if not (self.entropy_coef >= 0 and self.entropy_coef < float("inf")):
-            raise ValueError(f"entropy_coef must be a finite number >= 0; got {self.entropy_coef}")
+        if self.vepo_mode not in MODES:
+            hint = " (the token-entropy bonus is TRL's own entropy_coef)" * (
+                self.vepo_mode == "token"
+            )
+            raise ValueError(f"vepo_mode must be one of {MODES}; got {self.vepo_mode!r}{hint}")
+        for name in ("vepo_coef", "vepo_coef_incorrect"):
+            value = getattr(self, name)
+            if value is None and name == "vepo_coef_incorrect":
+                continue
+            if not (isinstance(value, int | float) and 0 <= value < math.inf):
+                raise ValueError(f"{name} must be a finite number >= 0; got {value!r}")
+        if not math.isfinite(self.vepo_valid_threshold):
+            raise ValueError(
+                f"vepo_valid_threshold must be finite; got {self.vepo_valid_threshold!r}"
+            )
+        if self.bf16 is None:  # GRPOConfig would make it True on any device
+            self.bf16 = (
+                not self.fp16
+                and not self.use_cpu
+                and torch.cuda.is_available()
+                and torch.cuda.is_bf16_supported()
+            )
         super().__post_init__()
         if self.num_generations is not None and self.num_generations < 2:
             raise ValueError(
                 f"num_generations must be >= 2 for group baselines; got {self.num_generations}"
             )
+
+
+OWN_FIELDS = tuple(VEPOConfig.__annotations__)
+_CLASH = set(OWN_FIELDS) & {f.name for f in dataclasses.fields(GRPOConfig)}
+if _CLASH:  # pragma: no cover - only on a TRL release that adds one of our names
+    raise ImportError(
+        f"VEPOConfig field(s) {sorted(_CLASH)} also exist in this TRL's GRPOConfig, which would "
+        "read them; rename ours"
+    )
 
 
 class VEPOTrainer(GRPOTrainer):
@@ -109,35 +163,30 @@ class VEPOTrainer(GRPOTrainer):
         if total.shape[0] != n:
             rank = self.accelerator.process_index
             total = total[rank * n : (rank + 1) * n]
-        valid = (total >= self.args.valid_threshold).to(out["advantages"].dtype)
+        valid = (total >= self.args.vepo_valid_threshold).to(out["advantages"].dtype)
         logp = self._sequence_logps(out).to(out["advantages"].dtype)
         stats = estimate_entropies(logp.clamp(max=0), valid)
         for key in ("sequence_entropy", "effective_entropy", "invalid_entropy_share", "valid_mass"):
             self._metrics[mode][f"entropy/{key}"].append(stats[key])
-        coef = self.args.entropy_coef
-        mode_e = self.args.entropy_mode
-        if coef > 0 and mode_e in ("sequence", "effective", "effective_normalized"):
-            g = self.num_generations
-            if mode_e == "effective_normalized":
-                w = valid_entropy_weights(logp.view(-1, g), valid.view(-1, g)).flatten()
-            else:
-                v = valid.view(-1, g) if mode_e == "effective" else None
-                w = entropy_weights(
-                    logp.view(-1, g), v, self.args.entropy_baseline, self.args.entropy_standardize
-                ).flatten()
-            out["advantages"] = out["advantages"] + coef * w
-            self._metrics[mode]["entropy/bonus_abs_mean"].append(float((coef * w).abs().mean()))
+        term = self._advantage_term(logp.view(-1, self.num_generations),
+                                    valid.view(-1, self.num_generations))  # fmt: skip
+        if term is not None:
+            out["advantages"] = out["advantages"] + term.flatten()
+            self._metrics[mode]["entropy/bonus_abs_mean"].append(float(term.abs().mean()))
         return out
 
-    def _compute_loss(self, model, inputs):  # type: ignore[no-untyped-def]
-        loss = super()._compute_loss(model, inputs)
-        if self.args.entropy_mode != "token" or self.args.entropy_coef == 0:
-            return loss
-        ids = torch.cat([inputs["prompt_ids"], inputs["completion_ids"]], 1)
-        mask = torch.cat([inputs["prompt_mask"], inputs["completion_mask"]], 1)
-        _, entropies, _ = self._get_per_token_logps_and_entropies(
-            model, ids, mask, inputs["completion_ids"].size(1), compute_entropy=True
-        )
-        cm = inputs["completion_mask"].to(entropies.dtype)
-        token_entropy = (entropies * cm).sum() / cm.sum().clamp(min=1)
-        return loss - self.args.entropy_coef * token_entropy
+    def _advantage_term(self, logp: torch.Tensor, valid: torch.Tensor) -> torch.Tensor | None:
+        """What this mode adds to the advantage; ``logp``, ``valid``: ``(groups, G)``. None: nothing."""
+        a = self.args
+        coef, mode_e = a.vepo_coef, a.vepo_mode
+        if mode_e == "differential_smoothing":
+            gamma_n = coef if a.vepo_coef_incorrect is None else a.vepo_coef_incorrect
+            if coef == 0 and gamma_n == 0:
+                return None
+            return differential_smoothing_weights(logp, valid, coef, gamma_n)
+        if coef == 0 or mode_e == "none":
+            return None
+        if mode_e == "effective_normalized":
+            return coef * valid_entropy_weights(logp, valid)
+        v = valid if mode_e == "effective" else None
+        return coef * entropy_weights(logp, v, a.vepo_baseline, a.vepo_standardize)
