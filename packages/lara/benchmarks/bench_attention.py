@@ -1,13 +1,13 @@
 """Causal forward time and peak memory of every method vs SDPA softmax, as ratios (``make bench PKG=lara``)."""
 
 from lara.efficiency import efficiency_sweep
-from lara.reproduce import _efficiency_methods
+from lara.reproduce import efficiency_methods
 from paper_common import markdown_table
 
 if __name__ == "__main__":
     lens = (512, 2048, 8192)
     rows = efficiency_sweep(
-        _efficiency_methods(4, 64, max(lens)), lens, heads=4, head_dim=64, repeat=3
+        efficiency_methods(4, 64, max(lens)), lens, heads=4, head_dim=64, repeat=3
     )
     base = {r["seq_len"]: r for r in rows if r["method"] == "softmax"}
     table = [

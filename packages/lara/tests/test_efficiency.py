@@ -152,7 +152,12 @@ def test_crossovers_known_answer() -> None:
 
 def test_decoding_state_is_constant_for_kernelized_and_grows_for_the_kv_cache() -> None:
     rows = decoding_sweep(
-        ["softmax", "performer", "lara"], [8, 32, 64], heads=2, head_dim=8, window=2
+        ["softmax", "performer", "lara"],
+        [8, 32, 64],
+        heads=2,
+        head_dim=8,
+        window=2,
+        method_kwargs={"lara": {"init": "random"}},
     )
     state = {(r["method"], r["tokens"]): r["state_mib"] * 2**20 for r in rows}
     # KV cache: keys and values of every token seen, float32

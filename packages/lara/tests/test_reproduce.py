@@ -3,7 +3,9 @@ import math
 import numpy as np
 import pytest
 
-from lara.claims import (
+from lara.efficiency import decoding_sweep
+from lara.reproduce import CAUSAL_KERNELIZED, reproduce
+from lara.reproduce.claims import (
     SHRINK,
     TEACHER,
     decoding_check,
@@ -17,14 +19,9 @@ from lara.claims import (
     timing_noise,
     wall_claim,
 )
-from lara.efficiency import decoding_sweep
-from lara.reproduce import (
-    CAUSAL_KERNELIZED,
-    _ratio,
-    _sweep_environment,
-    _win_fraction,
-    reproduce,
-)
+from lara.reproduce.run import ratio as _ratio
+from lara.reproduce.run import sweep_environment as _sweep_environment
+from lara.reproduce.run import win_fraction as _win_fraction
 from paper_common import Report
 
 
@@ -155,7 +152,13 @@ def test_claim_4_decoding_state_is_the_same_whatever_the_data():
         [
             r["state_mib"]
             for r in decoding_sweep(
-                ["lara", "linear"], [4, 16], heads=2, head_dim=8, seed=s, window=2
+                ["lara", "linear"],
+                [4, 16],
+                heads=2,
+                head_dim=8,
+                seed=s,
+                window=2,
+                method_kwargs={"lara": {"init": "random"}},
             )
         ]
         for s in (0, 1)
@@ -257,7 +260,7 @@ def test_quality_gap_claim_planted_gap_and_exchangeable_null():
     """A planted 20-point gap on many items is supported and its per-item-swap null refuted; the
     same gap on few items leaves the null across the 2-point target (inconclusive); a student equal
     to the teacher is refuted."""
-    from lara.claims import TEACHER, quality_gap_claim
+    from lara.reproduce.claims import TEACHER, quality_gap_claim
 
     rng = np.random.default_rng(3)
 
@@ -276,3 +279,51 @@ def test_quality_gap_claim_planted_gap_and_exchangeable_null():
     same = arms(300)
     same["linear"] = same[TEACHER].copy()
     assert quality_gap_claim(same, ["linear", "performer"], seed=0).verdict == "refuted"
+
+
+# ---------------------------------------------------------------- issue 44: intervals and chunk sizes
+
+
+def test_overlapping_run_ranges_are_ties_whatever_the_medians():
+    """A 3x median gap is a win only if the runs' ranges do not overlap: a verdict within the
+    measured spread is a tie (inconclusive), not a win."""
+    base = {"method": "softmax", "seq_len": 1, "time_s": 1.0, "time_lo": 0.9, "time_hi": 1.1}
+    clear = {"method": "lara", "seq_len": 1, "time_s": 3.0, "time_lo": 2.8, "time_hi": 3.2}
+    spread = {**clear, "time_lo": 1.0}  # one run as fast as the baseline's slowest
+    assert pair_outcomes([base, clear], "softmax", "time_s", 1.1, ["lara"]) == (1, 0, 1)
+    assert pair_outcomes([base, spread], "softmax", "time_s", 1.1, ["lara"]) == (0, 1, 1)
+    # rows without ranges (memory) fall back on the noise factor alone
+    keep = ("method", "seq_len", "time_s")
+    no_range = [{k: v for k, v in r.items() if k in keep} for r in (base, spread)]
+    assert pair_outcomes(no_range, "softmax", "time_s", 1.1, ["lara"]) == (1, 0, 1)
+
+
+def test_sweeps_time_each_chunked_method_at_its_best_chunk_size():
+    from lara.efficiency import efficiency_sweep
+    from lara.reproduce import efficiency_methods
+
+    mods = efficiency_methods(2, 8, 64)
+    rows = efficiency_sweep(
+        {k: mods[k] for k in ("softmax", "linear", "lara")}, [48], heads=2, head_dim=8,
+        repeat=3, chunk_sizes=(16, 32, 64),
+    )  # fmt: skip
+    by = {r["method"]: r for r in rows}
+    assert by["softmax"]["chunk_size"] is None  # SDPA: nothing to tune
+    assert by["linear"]["chunk_size"] in (16, 32)  # 64 > 48 tokens is not a candidate
+    assert by["lara"]["chunk_size"] in (16, 32)
+    assert mods["lara"].chunk_size == 64  # the module is left as it was
+    for r in rows:
+        assert r["time_lo"] <= r["time_s"] <= r["time_hi"]
+
+
+def test_shrink_and_wall_share_one_ratio_rule():
+    """Both claims are the same rule (log t-interval of a per-length ratio, self-null negative
+    control): equal planted ratios give equal intervals."""
+    lens = (1, 2, 3, 4)
+    f = [2.0, 2.2, 1.9, 2.1]
+    rows = _sweep({"softmax (naive)": [2 * x for x in f], "softmax": [2.0] * 4,
+                   "lara++": [2 * x for x in f], "lara": [2.0] * 4}, lens)  # fmt: skip
+    again = _sweep({"softmax (naive)": [2 * x for x in f], "lara": [2 * x for x in f]}, lens)
+    a, b = shrink_claim(rows, again, 1.1, 0.0), wall_claim(rows, again, 1.1, "")
+    assert (a.low, a.high) == pytest.approx((b.low, b.high))
+    assert a.verdict == b.verdict

@@ -211,10 +211,22 @@ class Attention(nn.Module):
         """Fit data-dependent parameters (proposal means) to real queries and keys; default: none."""
 
 
+#: dtypes whose range the kernel sums overflow (fp16: 65504); the kernelized core runs in float32
+LOW_PRECISION = (torch.float16, torch.bfloat16)
+
+
+def _compute_dtype(dtype: torch.dtype) -> torch.dtype:
+    return torch.float32 if dtype in LOW_PRECISION else dtype
+
+
 class KernelizedAttention(Attention):
     """A method defined by feature maps; attention is :func:`lara.linear.linear_attention`.
 
-    Subclasses implement :meth:`features` and set ``log_space`` (features given as logs).
+    Subclasses implement :meth:`features` and set ``log_space`` (features given as logs). Random
+    features that are redrawn in training come from :meth:`draw`, once per forward pass (and once
+    per decoded sequence, kept in the recurrent state), never once per token. Half-precision
+    inputs are computed in float32 (sums of positive features overflow fp16) and the output is
+    returned in the input's dtype.
     """
 
     log_space: ClassVar[bool] = False
@@ -227,14 +239,37 @@ class KernelizedAttention(Attention):
         q_pos: torch.Tensor,
         k_pos: torch.Tensor,
         causal: bool,
+        draws: dict[str, torch.Tensor] | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(phi(q) (b, h, n_q, m), phi(k) (b, h, n_k, m))``; ``q_pos``/``k_pos`` are token indices."""
+        """``(phi(q) (b, h, n_q, m), phi(k) (b, h, n_k, m))``; ``q_pos``/``k_pos`` are token indices,
+        ``draws`` what :meth:`draw` returned for this sequence (plus ``query_mask (b, n)``, False at
+        padding queries, in self-attention with a ``key_mask``)."""
         raise NotImplementedError
 
+    def draw(self, batch: int, dtype: torch.dtype, device: Any) -> dict[str, torch.Tensor]:
+        """Random draws for one sequence (training-mode resampling); default: none."""
+        return {}
+
+    def advance(
+        self,
+        draws: dict[str, torch.Tensor],
+        q: torch.Tensor,
+        scale: float,
+        keep: torch.Tensor | None = None,
+    ) -> dict[str, torch.Tensor]:
+        """Per-sequence statistics after decoding query ``q (b, h, 1, d)`` (``keep (b,)`` False at
+        padding); default: unchanged."""
+        return draws
+
     def _attend(self, q, k, v, causal, key_mask, scale):  # type: ignore[no-untyped-def]
+        dtype = q.dtype
+        q, k, v = (t.to(_compute_dtype(dtype)) for t in (q, k, v))
         n_q, n_k = q.shape[2], k.shape[2]
         k_pos = torch.arange(n_k, device=q.device)
-        fq, fk = self.features(q, k, scale, k_pos[n_k - n_q :], k_pos, causal)
+        draws = self.draw(q.shape[0], q.dtype, q.device)
+        if key_mask is not None and n_q == n_k:  # self-attention: padding queries too
+            draws = {**draws, "query_mask": key_mask.to(torch.bool)}
+        fq, fk = self.features(q, k, scale, k_pos[n_k - n_q :], k_pos, causal, draws)
         form = "quadratic" if self.form == "quadratic" else "chunked"
         return linear_attention(
             fq,
@@ -246,25 +281,29 @@ class KernelizedAttention(Attention):
             chunk_size=self.chunk_size,
             eps=self.eps,
             key_mask=key_mask,
-        )
+        ).to(dtype)
 
     def init_state(self, batch, value_dim, dtype=torch.float32, device=None):  # type: ignore[no-untyped-def]
-        m = self.num_features
+        m, dtype = self.num_features, _compute_dtype(dtype)
         probe_q = torch.zeros(batch, self.num_heads, 1, m, dtype=dtype, device=device)
         probe_v = torch.zeros(batch, self.num_heads, 1, value_dim, dtype=dtype, device=device)
-        return LinearState.empty(probe_q, probe_v, self.log_space)
+        state = LinearState.empty(probe_q, probe_v, self.log_space)
+        state.aux = self.draw(batch, dtype, device)
+        return state
 
     def step(self, state, q, k, v, key_mask=None, scale=None):  # type: ignore[no-untyped-def]
+        dtype = q.dtype
+        q, k, v = (t.to(state.S.dtype)[:, :, None] for t in (q, k, v))
         pos = torch.tensor([state.position], device=q.device)
-        fq, fk = self.features(
-            q[:, :, None], k[:, :, None], self.scale(scale), pos, pos, causal=True
-        )
-        v = v[:, :, None]
+        sc = self.scale(scale)
+        fq, fk = self.features(q, k, sc, pos, pos, True, state.aux)
         if key_mask is not None:
             keep = key_mask.to(torch.bool)[:, None, None, None]
             fk = fk.masked_fill(~keep, float("-inf")) if self.log_space else fk * keep
+        aux = self.advance(state.aux, q, sc, key_mask)
         state = state.absorb(fk, v)
-        return state.read(fq, self.eps)[:, :, 0], state
+        state.aux = aux
+        return state.read(fq, self.eps)[:, :, 0].to(dtype), state
 
     @property
     def num_features(self) -> int:

@@ -25,6 +25,7 @@ from torch import nn
 from lara.attention import (
     Attention,
     KernelizedAttention,
+    _compute_dtype,
     log_positive_features,
     orthogonal_gaussian,
     register,
@@ -159,8 +160,12 @@ class Performer(KernelizedAttention):
         **kwargs,  # type: ignore[no-untyped-def]
     ) -> None:
         super().__init__(head_dim, num_heads, **kwargs)
-        m = num_features or max(1, round(head_dim * math.log(max(head_dim, 2))))
-        if not isinstance(m, int) or m < 1:
+        m = (
+            max(1, round(head_dim * math.log(max(head_dim, 2))))
+            if num_features is None
+            else num_features
+        )
+        if isinstance(m, bool) or not isinstance(m, int) or m < 1:
             raise ValueError(f"num_features must be a positive int; got {num_features!r}")
         self.m, self.orthogonal = m, orthogonal
         self.register_buffer("w", torch.empty(num_heads, m, head_dim))
@@ -176,7 +181,7 @@ class Performer(KernelizedAttention):
     def num_features(self) -> int:
         return self.m
 
-    def features(self, q, k, scale, q_pos, k_pos, causal):  # type: ignore[no-untyped-def]
+    def features(self, q, k, scale, q_pos, k_pos, causal, draws=None):  # type: ignore[no-untyped-def]
         s, w = math.sqrt(scale), self.w.to(q.dtype)
         return log_positive_features(q * s, w), log_positive_features(k * s, w)
 
@@ -203,8 +208,8 @@ class RFA(KernelizedAttention):
         **kwargs,  # type: ignore[no-untyped-def]
     ) -> None:
         super().__init__(head_dim, num_heads, **kwargs)
-        m = num_features or head_dim
-        if not isinstance(m, int) or m < 1:
+        m = head_dim if num_features is None else num_features
+        if isinstance(m, bool) or not isinstance(m, int) or m < 1:
             raise ValueError(f"num_features must be a positive int; got {num_features!r}")
         if not sigma > 0:
             raise ValueError(f"sigma must be > 0; got {sigma}")
@@ -217,7 +222,7 @@ class RFA(KernelizedAttention):
     def num_features(self) -> int:
         return 2 * self.m
 
-    def features(self, q, k, scale, q_pos, k_pos, causal):  # type: ignore[no-untyped-def]
+    def features(self, q, k, scale, q_pos, k_pos, causal, draws=None):  # type: ignore[no-untyped-def]
         w = self.w.to(q.dtype) / torch.exp(self.log_sigma.to(q.dtype))[:, None, None]
 
         def phi(x: torch.Tensor) -> torch.Tensor:
@@ -264,7 +269,7 @@ class CosFormer(KernelizedAttention):
             raise ValueError("cosformer decoding needs max_len (its re-weighting uses i / M)")
         return super().init_state(batch, value_dim, dtype, device)
 
-    def features(self, q, k, scale, q_pos, k_pos, causal):  # type: ignore[no-untyped-def]
+    def features(self, q, k, scale, q_pos, k_pos, causal, draws=None):  # type: ignore[no-untyped-def]
         length = self.max_len if self.max_len is not None else int(k_pos.max()) + 1
         if int(k_pos.max()) >= length:
             raise ValueError(f"position {int(k_pos.max())} is beyond cosformer's max_len={length}")
@@ -288,7 +293,7 @@ class EluLinear(KernelizedAttention):
     def num_features(self) -> int:
         return self.head_dim
 
-    def features(self, q, k, scale, q_pos, k_pos, causal):  # type: ignore[no-untyped-def]
+    def features(self, q, k, scale, q_pos, k_pos, causal, draws=None):  # type: ignore[no-untyped-def]
         return F.elu(q) + 1, F.elu(k) + 1
 
 
@@ -309,8 +314,13 @@ def iterative_pinv(a: torch.Tensor, iterations: int = 6) -> torch.Tensor:
 @register
 class Nystromformer(Attention):
     """Nystrom approximation ``softmax(Q K~^T) pinv(softmax(Q~ K~^T)) softmax(Q~ K^T) V`` with
-    segment-mean landmarks ``Q~, K~``; exact softmax when the sequence has at most ``num_landmarks``
-    tokens. ``pinv_iterations=None`` uses ``torch.linalg.pinv``. Non-causal, no recurrent form."""
+    segment-mean landmarks ``Q~, K~``. ``pinv_iterations=None`` uses ``torch.linalg.pinv``.
+    Non-causal self-attention only (``n_q == n_k``), no recurrent form.
+
+    A sequence of at most ``num_landmarks`` tokens has no landmarks to pool: it raises, unless
+    ``exact_when_short=True`` asks for exact softmax there (the official code's behaviour when the
+    sequence equals the landmark count) - never a silent switch to a different method.
+    """
 
     name = "nystrom"
     supports_causal = False
@@ -322,18 +332,39 @@ class Nystromformer(Attention):
         num_heads: int = 1,
         num_landmarks: int = 64,
         pinv_iterations: int | None = 6,
+        exact_when_short: bool = False,
         **kwargs,  # type: ignore[no-untyped-def]
     ) -> None:
         super().__init__(head_dim, num_heads, **kwargs)
         if not isinstance(num_landmarks, int) or num_landmarks < 1:
             raise ValueError(f"num_landmarks must be a positive int; got {num_landmarks!r}")
+        if pinv_iterations is not None and (
+            not isinstance(pinv_iterations, int) or pinv_iterations < 1
+        ):
+            raise ValueError(
+                f"pinv_iterations must be a positive int or None; got {pinv_iterations!r}"
+            )
         self.num_landmarks, self.pinv_iterations = num_landmarks, pinv_iterations
+        self.exact_when_short = exact_when_short
 
     def _attend(self, q, k, v, causal, key_mask, scale):  # type: ignore[no-untyped-def]
         if key_mask is not None and not bool(key_mask.all()):
             raise ValueError("nystrom does not support padding keys (key_mask)")
-        if k.shape[2] <= self.num_landmarks or q.shape[2] != k.shape[2]:
-            return torch.softmax((q @ k.transpose(-2, -1)) * scale, -1) @ v
+        if q.shape[2] != k.shape[2]:
+            raise ValueError(
+                f"nystrom approximates self-attention and needs n_q == n_k; got {q.shape[2]} "
+                f"queries for {k.shape[2]} keys"
+            )
+        dtype = q.dtype
+        q, k, v = (t.to(_compute_dtype(dtype)) for t in (q, k, v))
+        if k.shape[2] <= self.num_landmarks:
+            if not self.exact_when_short:
+                raise ValueError(
+                    f"nystrom with num_landmarks={self.num_landmarks} needs more than "
+                    f"{self.num_landmarks} tokens; got {k.shape[2]}. Lower num_landmarks, or pass "
+                    "exact_when_short=True for exact softmax on short sequences"
+                )
+            return (torch.softmax((q @ k.transpose(-2, -1)) * scale, -1) @ v).to(dtype)
         ql, kl = segment_means(q, self.num_landmarks), segment_means(k, self.num_landmarks)
         k1 = torch.softmax((q @ kl.transpose(-2, -1)) * scale, -1)
         k2 = torch.softmax((ql @ kl.transpose(-2, -1)) * scale, -1)
@@ -343,4 +374,4 @@ class Nystromformer(Attention):
             if self.pinv_iterations is None
             else iterative_pinv(k2, self.pinv_iterations)
         )
-        return k1 @ (inv @ (k3 @ v))
+        return (k1 @ (inv @ (k3 @ v))).to(dtype)

@@ -1,7 +1,11 @@
 """Efficiency harness: forward (+ backward) wall clock and peak memory against sequence length, and
 autoregressive decoding (KV cache vs recurrent state), for any set of methods in one process.
 
-Times are medians of repeated runs (CUDA events on a GPU, ``time.perf_counter`` on the CPU). Peak
+Times are medians of repeated runs (CUDA events on a GPU, ``time.perf_counter`` on the CPU) with
+the range of the runs, ``[time_lo, time_hi]``: a distribution-free interval for the median
+(coverage ``1 - 2^(1 - repeat)``, 94% for 5 runs). A chunked kernelized method is timed at its best
+chunk size for each length (:data:`CHUNK_SIZES`, picked by one tuning run each, then timed afresh
+so the pick's luck does not bias the time); SDPA has no chunk size to tune. Peak
 memory is ``torch.cuda.max_memory_allocated`` on a GPU; on the CPU it is the peak of the
 bytes allocated through glibc's ``malloc`` (``mallinfo2``: what torch's CPU allocator holds), sampled
 by a thread while the work runs (the resident set size where glibc is missing).
@@ -22,7 +26,7 @@ from typing import Any
 
 import torch
 
-from lara.attention import Attention, make_attention
+from lara.attention import Attention, KernelizedAttention, make_attention
 from paper_common import peak_memory
 from paper_common.device import gc_paused
 
@@ -31,12 +35,20 @@ __all__ = [
     "decoding_sweep",
     "efficiency_sweep",
     "measure",
+    "median_coverage",
     "plot_decoding",
     "plot_efficiency",
 ]
 
 log = logging.getLogger(__name__)
 _WARM = False
+#: chunk sizes the causal chunked form is tuned over (each no longer than the sequence)
+CHUNK_SIZES = (16, 32, 64, 128, 256)
+
+
+def median_coverage(repeat: int) -> float:
+    """Coverage of ``[min, max]`` of ``repeat`` i.i.d. runs as an interval for their median."""
+    return 1.0 - 2.0 ** (1 - repeat)
 
 
 class _MallInfo2(ctypes.Structure):
@@ -139,7 +151,10 @@ def _malloc_peak(interval_s: float = 0.0001) -> Iterator[_Peak]:
             usage.peak_bytes = rise[0]
 
 
-def _timed(fn: Callable[[], Any], device: torch.device, repeat: int, warmup: int) -> float:
+def _timed(
+    fn: Callable[[], Any], device: torch.device, repeat: int, warmup: int
+) -> tuple[float, float, float]:
+    """``(median, min, max)`` seconds of ``repeat`` runs after ``warmup`` runs."""
     for _ in range(warmup):
         fn()
     times = []
@@ -155,7 +170,11 @@ def _timed(fn: Callable[[], Any], device: torch.device, repeat: int, warmup: int
             t0 = time.perf_counter()
             fn()
             times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+    return statistics.median(times), min(times), max(times)
+
+
+def _tunable(attn: Attention, causal: bool) -> bool:
+    return isinstance(attn, KernelizedAttention) and attn.form == "chunked" and causal
 
 
 @contextlib.contextmanager
@@ -188,18 +207,23 @@ def measure(
     head_dim: int = 64,
     causal: bool = True,
     backward: bool = False,
-    repeat: int = 3,
+    repeat: int = 5,
     warmup: int = 1,
     device: Any = "cpu",
     dtype: torch.dtype = torch.float32,
     seed: int = 0,
-) -> dict[str, float]:
-    """Median seconds and peak MiB of one forward (and backward) pass at ``seq_len``."""
+    chunk_sizes: Sequence[int] | None = CHUNK_SIZES,
+) -> dict[str, Any]:
+    """Median seconds (with the runs' range) and peak MiB of one forward (and backward) pass at
+    ``seq_len``; a causal chunked kernelized method at its fastest of ``chunk_sizes``."""
+    if not isinstance(repeat, int) or repeat < 1:
+        raise ValueError(f"repeat must be a positive int; got {repeat!r}")
     device = torch.device(device)
     gen = torch.Generator(device="cpu").manual_seed(seed)
     shape = (batch, heads, seq_len, head_dim)
     q, k, v = (torch.randn(shape, generator=gen, dtype=dtype).to(device) for _ in range(3))
     attn = attn.to(device=device, dtype=dtype).eval()
+    original = getattr(attn, "chunk_size", None)
     if backward:
         for t in (q, k, v):
             t.requires_grad_(True)
@@ -212,15 +236,34 @@ def measure(
         with torch.no_grad():
             return attn(q, k, v, causal)
 
-    seconds = _timed(run, device, repeat, warmup)
-    peak = 0.0
-    # the larger of two sampled peaks; the output is held to the end of the block
-    for _ in range(min(repeat, 2)):
-        with _memory(device) as mem:
-            out = run()
-        del out
-        peak = max(peak, mem.peak_mib)
-    return {"time_s": seconds, "peak_mib": peak}
+    chunk = getattr(attn, "chunk_size", None)
+    if _tunable(attn, causal) and chunk_sizes:
+        candidates = [c for c in chunk_sizes if c <= seq_len] or [min(chunk_sizes)]
+        tried = {}
+        for i, c in enumerate(candidates):  # one warm-up for the method, then one run each
+            attn.chunk_size = c
+            tried[c] = _timed(run, device, 1, warmup if i == 0 else 0)[0]
+        chunk = min(tried, key=tried.__getitem__)
+        attn.chunk_size = chunk
+    try:
+        seconds, low, high = _timed(run, device, repeat, warmup)
+        peak = 0.0
+        # the larger of two sampled peaks; the output is held to the end of the block
+        for _ in range(min(repeat, 2)):
+            with _memory(device) as mem:
+                out = run()
+            del out
+            peak = max(peak, mem.peak_mib)
+    finally:
+        if chunk is not None:
+            attn.chunk_size = original
+    return {
+        "time_s": seconds,
+        "time_lo": low,
+        "time_hi": high,
+        "peak_mib": peak,
+        "chunk_size": chunk if _tunable(attn, causal) else None,
+    }
 
 
 def efficiency_sweep(
@@ -231,14 +274,16 @@ def efficiency_sweep(
     head_dim: int = 64,
     causal: bool = True,
     backward: bool = False,
-    repeat: int = 3,
+    repeat: int = 5,
     device: Any = "cpu",
     dtype: torch.dtype = torch.float32,
     method_kwargs: Mapping[str, Mapping[str, Any]] | None = None,
     max_seconds: float | None = None,
     progress: bool | None = None,
+    chunk_sizes: Sequence[int] | None = CHUNK_SIZES,
 ) -> list[dict[str, Any]]:
-    """Rows ``{method, seq_len, time_s, peak_mib, pass}`` for every method and length.
+    """Rows ``{method, seq_len, time_s, time_lo, time_hi, peak_mib, chunk_size, pass}`` for every
+    method and length (``chunk_size`` the tuned one, None where there is none to tune).
 
     ``methods`` are names (built with ``method_kwargs[name]``) or ready modules. A method whose run
     at some length took more than ``max_seconds`` is skipped at longer lengths (row with NaN).
@@ -258,7 +303,8 @@ def efficiency_sweep(
             "pass": "fwd+bwd" if backward else "fwd",
         }
         if name in too_slow or (causal and not mods[name].supports_causal):
-            row.update(time_s=float("nan"), peak_mib=float("nan"))
+            nan = float("nan")
+            row.update(time_s=nan, time_lo=nan, time_hi=nan, peak_mib=nan, chunk_size=None)
         else:
             row.update(
                 measure(
@@ -273,6 +319,7 @@ def efficiency_sweep(
                     1,
                     device,
                     dtype,
+                    chunk_sizes=chunk_sizes,
                 )
             )
             if max_seconds is not None and row["time_s"] > max_seconds:

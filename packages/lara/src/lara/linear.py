@@ -7,9 +7,13 @@ A kernelized method supplies query and key features ``phi(q) (batch, heads, n_q,
 
 over all keys (``causal=False``) or keys ``m <= n`` (``causal=True``). Exponential-family methods
 (Performer, LARA, LARA++) pass *log* features (``log_space=True``): queries are stabilised per row
-(a per-query constant cancels between numerator and denominator) and keys by a running maximum that
-rescales the prefix state, like an online softmax, so nothing overflows in float32 and no per-key
-stabiliser biases the estimate.
+(a per-query constant cancels between numerator and denominator); keys by the largest key log
+feature *among the keys that query may see* (every key when non-causal, keys ``m <= n`` when causal;
+again a per-row constant that cancels), kept as a running maximum that rescales the prefix state,
+like an online softmax. A later key never rescales an earlier output: all three forms give the same
+numbers as the recurrent one. Nothing overflows in float32 and no per-key stabiliser biases the
+estimate. (Limit: one scalar per row; a visible key whose features are ~88 nats above the others
+still underflows those others in float32, as it would in the recurrent form.)
 
 Three forms compute the same numbers:
 
@@ -24,7 +28,7 @@ For causal attention with fewer queries than keys (decoding with a cache), the q
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -127,13 +131,29 @@ def linear_attention(
 def _quadratic(
     q: torch.Tensor, fk: torch.Tensor, v: torch.Tensor, causal: bool, log_space: bool, eps: float
 ) -> torch.Tensor:
-    k = torch.exp(fk - _key_max(fk)[..., None, None]) if log_space else fk
-    a = q @ k.transpose(-2, -1)
+    n_q, n_k = q.shape[-2], fk.shape[-2]
+    allowed = None
     if causal:
-        n_q, n_k = a.shape[-2:]
-        allowed = torch.ones(n_q, n_k, dtype=torch.bool, device=a.device).tril(n_k - n_q)
-        a = a * allowed
+        allowed = torch.ones(n_q, n_k, dtype=torch.bool, device=q.device).tril(n_k - n_q)
+    if not log_space:
+        a = q @ fk.transpose(-2, -1)
+        a = a * allowed if allowed is not None else a
+        return (a @ v) / safe_denominator(a.sum(-1, keepdim=True), eps)
+    # each key on its own scale, then every query row rescaled to the largest key *it may see*
+    ck = _per_key_max(fk)  # (b, h, n_k)
+    a = q @ torch.exp(fk - ck[..., None]).transpose(-2, -1)
+    if causal:
+        seen = torch.cummax(ck, dim=-1).values[..., n_k - n_q :]  # (b, h, n_q)
+        shift = (ck[..., None, :] - seen[..., :, None]).masked_fill(~allowed, float("-inf"))
+    else:
+        shift = (ck - ck.amax(-1, keepdim=True))[..., None, :]
+    a = a * torch.exp(shift)
     return (a @ v) / safe_denominator(a.sum(-1, keepdim=True), eps)
+
+
+def _per_key_max(lk: torch.Tensor) -> torch.Tensor:
+    """Largest log feature of each key ``(b, h, n)``; a masked key (all -inf) gets :data:`NEG`."""
+    return lk.amax(-1).clamp_min(NEG)
 
 
 def _causal_chunked(
@@ -153,13 +173,23 @@ def _causal_chunked(
             fk[..., offset + s : offset + e, :],
             v[..., offset + s : offset + e, :],
         )
-        state = state.rescale(kc)
-        k = state.key_features(kc)
-        a = (qc @ k.transpose(-2, -1)) * tril[: e - s, : e - s]
-        num = qc @ state.S + a @ vc
-        den = qc @ state.z[..., None] + a.sum(-1, keepdim=True)
+        mask = tril[: e - s, : e - s]
+        if state.c is None:
+            a = (qc @ kc.transpose(-2, -1)) * mask
+            num = qc @ state.S + a @ vc
+            den = qc @ state.z[..., None] + a.sum(-1, keepdim=True)
+        else:
+            # row n of the chunk is stabilised by the largest key up to n: the prefix state's
+            # running maximum and the chunk's own keys up to n, never a later key
+            ck = _per_key_max(kc)  # (b, h, L)
+            seen = torch.maximum(state.c[..., None], torch.cummax(ck, dim=-1).values)
+            shift = (ck[..., None, :] - seen[..., :, None]).masked_fill(~mask, float("-inf"))
+            a = (qc @ torch.exp(kc - ck[..., None]).transpose(-2, -1)) * torch.exp(shift)
+            past = torch.exp(state.c[..., None] - seen)[..., None]  # (b, h, L, 1)
+            num = (qc @ state.S) * past + a @ vc
+            den = (qc @ state.z[..., None]) * past + a.sum(-1, keepdim=True)
         outs.append(num / safe_denominator(den, eps))
-        state = state.add(k, vc)
+        state = state.absorb(kc, vc)
     return torch.cat(outs, dim=-2)
 
 
@@ -176,6 +206,8 @@ class LinearState:
     z: torch.Tensor
     c: torch.Tensor | None
     position: int = 0
+    #: per-sequence extras of the method (its random draws, running statistics), carried along
+    aux: dict[str, torch.Tensor] = field(default_factory=dict)
 
     @classmethod
     def empty(cls, q: torch.Tensor, v: torch.Tensor, log_space: bool) -> LinearState:
@@ -194,7 +226,9 @@ class LinearState:
             return self
         c_new = torch.maximum(self.c, _key_max(lk))
         r = torch.exp(self.c - c_new)
-        return LinearState(self.S * r[..., None, None], self.z * r[..., None], c_new, self.position)
+        return LinearState(
+            self.S * r[..., None, None], self.z * r[..., None], c_new, self.position, self.aux
+        )
 
     def key_features(self, fk: torch.Tensor) -> torch.Tensor:
         return torch.exp(fk - self.c[..., None, None]) if self.c is not None else fk
@@ -206,6 +240,7 @@ class LinearState:
             self.z + k.sum(-2),
             self.c,
             self.position + k.shape[-2],
+            self.aux,
         )
 
     def absorb(self, fk: torch.Tensor, v: torch.Tensor) -> LinearState:
@@ -221,4 +256,5 @@ class LinearState:
     def nbytes(self) -> int:
         """Bytes held by the state (independent of the number of tokens absorbed)."""
         tensors = [self.S, self.z] + ([self.c] if self.c is not None else [])
+        tensors += list(self.aux.values())
         return sum(t.numel() * t.element_size() for t in tensors)

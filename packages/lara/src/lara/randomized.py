@@ -41,10 +41,12 @@ Step 4 costs ``O(N C^2 S)`` per head on top of the linear attention: the price o
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Literal
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from lara.attention import KernelizedAttention, log_positive_features, register, segment_means
@@ -52,6 +54,9 @@ from lara.attention import KernelizedAttention, log_positive_features, register,
 __all__ = ["LARA", "LARAPlusPlus", "kmeans_means"]
 
 Proposals = Literal["auto", "landmarks", "learned"]
+Init = Literal["calibrate", "random"]
+ProposalGen = Literal["adaptive-1d", "seg-means"]
+MIS = Literal["mis-opt", "mis-bh"]
 
 
 def kmeans_means(points: torch.Tensor, k: int, seed: int = 0) -> torch.Tensor:
@@ -60,7 +65,12 @@ def kmeans_means(points: torch.Tensor, k: int, seed: int = 0) -> torch.Tensor:
 
     out = []
     for p in points.detach().double().cpu().numpy():
-        if len(p) <= k:  # fewer points than centres: reuse points, jittered
+        if len(p) <= k:  # fewer points than centres: reuse points, jittered - and say so
+            warnings.warn(
+                f"kmeans_means: {len(p)} points for {k} centres; the centres are the points "
+                "themselves, repeated with 1e-3 jitter (calibrate on more tokens to avoid this)",
+                stacklevel=2,
+            )
             rng = np.random.default_rng(seed)
             out.append(p[rng.integers(0, len(p), k)] + 1e-3 * rng.standard_normal((k, p.shape[1])))
             continue
@@ -80,7 +90,12 @@ def _causal_pairs(qs: torch.Tensor, ks: torch.Tensor, n_points: int, seed: int) 
 
 
 class _ProposalAttention(KernelizedAttention):
-    """Shared machinery: scaled inputs, proposal means (landmarks or a learned bank), calibration."""
+    """Shared machinery: scaled inputs, proposal means (landmarks or a learned bank), calibration.
+
+    The learned bank is random until :meth:`calibrate` fits it to real queries and keys (or a
+    calibrated ``state_dict`` is loaded); using it before raises, unless ``init="random"`` asks for
+    the random bank on purpose (timing runs, tests of the forms).
+    """
 
     log_space = True
 
@@ -91,6 +106,7 @@ class _ProposalAttention(KernelizedAttention):
         num_proposals: int,
         proposals: Proposals,
         seed: int,
+        init: Init = "calibrate",
         **kwargs,  # type: ignore[no-untyped-def]
     ) -> None:
         super().__init__(head_dim, num_heads, **kwargs)
@@ -100,14 +116,21 @@ class _ProposalAttention(KernelizedAttention):
             raise ValueError(
                 f"proposals must be 'auto', 'landmarks' or 'learned'; got {proposals!r}"
             )
+        if init not in ("calibrate", "random"):
+            raise ValueError(f"init must be 'calibrate' or 'random'; got {init!r}")
         if proposals == "landmarks" and self.form == "recurrent":
             raise ValueError("landmark proposals pool the whole sequence: no recurrent form")
         self.num_proposals, self.proposals, self.seed = num_proposals, proposals, seed
+        self.bank_init = init
         gen = torch.Generator().manual_seed(seed)
         # a learned bank: N(0, I / 2) until calibrate() fits it to real activations
         self.means = nn.Parameter(
             torch.randn(num_heads, num_proposals, head_dim, generator=gen) / math.sqrt(2)
         )
+        self.register_buffer("calibrated", torch.tensor(False))
+
+    def extra_repr(self) -> str:
+        return f"{super().extra_repr()}, proposals={self.proposals!r}, init={self.bank_init!r}"
 
     def _uses_landmarks(self, causal: bool) -> bool:
         if self.proposals == "landmarks":
@@ -119,11 +142,20 @@ class _ProposalAttention(KernelizedAttention):
             return True
         return self.proposals == "auto" and not causal
 
+    def _bank(self, param: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+        if self.bank_init == "calibrate" and not bool(self.calibrated):
+            raise ValueError(
+                f"{self.name}'s learned proposal bank is random until fitted: call "
+                "attn.calibrate(q, k) on real queries and keys first (distill() does), load a "
+                "calibrated state_dict, or pass init='random' to use the random bank on purpose"
+            )
+        return param.to(dtype)[None]
+
     def _means(self, qs: torch.Tensor, ks: torch.Tensor, causal: bool) -> torch.Tensor:
         """Proposal means ``(b or 1, h, c, d)``."""
         if self._uses_landmarks(causal):
             return segment_means(qs, self.num_proposals) + segment_means(ks, self.num_proposals)
-        return self.means.to(qs.dtype)[None]
+        return self._bank(self.means, qs.dtype)
 
     @torch.no_grad()
     def calibrate(self, q: torch.Tensor, k: torch.Tensor, causal: bool = True) -> None:
@@ -132,17 +164,25 @@ class _ProposalAttention(KernelizedAttention):
         n_points = min(4096, max(8 * self.num_proposals, 4 * q.shape[0] * q.shape[2]))
         pts = _causal_pairs(q * s, k * s, n_points, self.seed)
         self.means.copy_(kmeans_means(pts, self.num_proposals, self.seed).to(self.means.dtype))
+        self.calibrated.fill_(True)
 
 
 @register
 class LARA(_ProposalAttention):
-    """Linear randomized attention (Zheng, Wang, Kong, ICML 2022).
+    """Linear randomized attention (Zheng, Wang, Kong, ICML 2022) with the reference code's options.
 
     Args:
         num_proposals: ``C``, proposals = samples (one each).
-        proposals: ``"landmarks"`` (segment means of queries + keys, as published; non-causal),
-            ``"learned"`` (a per-head bank, causal and recurrent) or ``"auto"`` (landmarks when
-            non-causal, the bank when causal).
+        proposals: ``"landmarks"`` (segment means, as published; non-causal), ``"learned"`` (a
+            per-head bank, causal and recurrent; ours) or ``"auto"`` (landmarks when non-causal,
+            the bank when causal).
+        proposal_gen: ``"adaptive-1d"`` (the reference code's option for sequences: queries and
+            keys pass through learned ``LayerNorm(Linear(.))`` per head-dim channel before the
+            segment means) or ``"seg-means"`` (no parameters).
+        mis: ``"mis-opt"`` (the reference default: balance heuristic plus ``alpha_coeff`` times the
+            centred query-softmax term) or ``"mis-bh"`` (balance heuristic alone).
+        alpha_coeff: weight of the query-softmax term in ``mis-opt``.
+        init: ``"calibrate"`` (the bank must be fitted before use) or ``"random"``.
         seed: initial bank and calibration seed.
     """
 
@@ -154,28 +194,129 @@ class LARA(_ProposalAttention):
         num_heads: int = 1,
         num_proposals: int = 64,
         proposals: Proposals = "auto",
+        proposal_gen: ProposalGen = "adaptive-1d",
+        mis: MIS = "mis-opt",
+        alpha_coeff: float = 1.0,
+        init: Init = "calibrate",
         seed: int = 0,
         **kwargs,  # type: ignore[no-untyped-def]
     ) -> None:
-        super().__init__(head_dim, num_heads, num_proposals, proposals, seed, **kwargs)
+        super().__init__(head_dim, num_heads, num_proposals, proposals, seed, init, **kwargs)
+        if proposal_gen not in ("adaptive-1d", "seg-means"):
+            raise ValueError(
+                f"proposal_gen must be 'adaptive-1d' or 'seg-means'; got {proposal_gen!r}"
+            )
+        if mis not in ("mis-opt", "mis-bh"):
+            raise ValueError(f"mis must be 'mis-opt' or 'mis-bh'; got {mis!r}")
+        if not math.isfinite(alpha_coeff) or alpha_coeff < 0:
+            raise ValueError(f"alpha_coeff must be a finite float >= 0; got {alpha_coeff!r}")
+        self.proposal_gen, self.mis, self.alpha_coeff = proposal_gen, mis, float(alpha_coeff)
+        d = head_dim
+        if proposal_gen == "adaptive-1d":  # shared over heads, as the reference's 'light' module
+            self.q_bar_gen = nn.Sequential(nn.Linear(d, d), nn.LayerNorm(d))
+            self.k_bar_gen = nn.Sequential(nn.Linear(d, d), nn.LayerNorm(d))
+            with torch.no_grad():  # ours: start from the identity map (a pretrained teacher)
+                for gen in (self.q_bar_gen, self.k_bar_gen):
+                    gen[0].weight.copy_(torch.eye(d))
+                    gen[0].bias.zero_()
+        gen = torch.Generator().manual_seed(seed + 2)
+        # the query landmarks of the causal bank (ours), for the query-softmax term
+        self.query_means = nn.Parameter(
+            torch.randn(num_heads, num_proposals, head_dim, generator=gen) / math.sqrt(2)
+        )
 
     @property
     def num_features(self) -> int:
         return self.num_proposals
 
-    def samples(self, mu: torch.Tensor) -> torch.Tensor:
-        """``w_c ~ N(mu_c, I)`` in training mode, ``w_c = mu_c`` in eval mode."""
-        return mu + torch.randn_like(mu) if self.training else mu
+    def draw(self, batch, dtype, device):  # type: ignore[no-untyped-def]
+        """``w_c = mu_c + eps_c``, ``eps ~ N(0, I)`` per sequence in training; ``w_c = mu_c`` in eval."""
+        if not self.training:
+            return {}
+        shape = (batch, self.num_heads, self.num_proposals, self.head_dim)
+        return {"noise": torch.randn(shape, dtype=dtype, device=device)}
 
-    def features(self, q, k, scale, q_pos, k_pos, causal):  # type: ignore[no-untyped-def]
+    def init_state(self, batch, value_dim, dtype=torch.float32, device=None):  # type: ignore[no-untyped-def]
+        """The decoding state; with ``mis-opt`` it also keeps the running log-normaliser of the
+        query softmax over the queries decoded so far."""
+        state = super().init_state(batch, value_dim, dtype, device)
+        if self.mis == "mis-opt":
+            lse = torch.full((batch, self.num_heads, self.num_proposals), -math.inf)
+            state.aux = {**state.aux, "t_lse": lse.to(dtype=state.S.dtype, device=state.S.device)}
+        return state
+
+    @torch.no_grad()
+    def calibrate(self, q: torch.Tensor, k: torch.Tensor, causal: bool = True) -> None:
+        """The bank of ``mu`` by k-means on ``q'_n + k'_m`` and, for the query-softmax term, the
+        bank of query landmarks by k-means on ``q'_n``."""
+        super().calibrate(q, k, causal)
+        s = math.sqrt(self.scale(None))
+        qs = (q * s).flatten(0, 0).permute(1, 0, 2, 3).flatten(1, 2)  # (h, b n, d)
+        gen = torch.Generator().manual_seed(self.seed)
+        pick = torch.randperm(qs.shape[1], generator=gen)[:4096]
+        bank = kmeans_means(qs[:, pick], self.num_proposals, self.seed)
+        self.query_means.copy_(bank.to(self.query_means.dtype))
+
+    def _landmarks(self, qs: torch.Tensor, ks: torch.Tensor, causal: bool):  # type: ignore[no-untyped-def]
+        """``(mu, q_bar)``, each ``(b or 1, h, c, d)``."""
+        if not self._uses_landmarks(causal):
+            return self._bank(self.means, qs.dtype), self._bank(self.query_means, qs.dtype)
+        if self.proposal_gen == "adaptive-1d":
+            q2 = _linear_norm(self.q_bar_gen, qs)
+            k2 = _linear_norm(self.k_bar_gen, ks)
+        else:
+            q2, k2 = qs, ks
+        q_bar = segment_means(q2, self.num_proposals)
+        return q_bar + segment_means(k2, self.num_proposals), q_bar
+
+    def _query_logits(self, qs: torch.Tensor, q_bar: torch.Tensor) -> torch.Tensor:
+        return qs @ q_bar.transpose(-2, -1)  # (b, h, n, c)
+
+    def features(self, q, k, scale, q_pos, k_pos, causal, draws=None):  # type: ignore[no-untyped-def]
+        draws = draws or {}
         s = math.sqrt(scale)
         qs, ks = q * s, k * s
-        mu = self._means(qs, ks, causal)
-        w = self.samples(mu)
-        log_alpha = qs @ mu.transpose(-2, -1)
-        log_ratio = -((w * mu).sum(-1) - 0.5 * (mu * mu).sum(-1))  # log N(w;0,I) / N(w;mu,I)
-        fq = log_alpha + log_positive_features(qs, w) + log_ratio[..., None, :]
+        mu, q_bar = self._landmarks(qs, ks, causal)
+        # fewer tokens than proposals: every token is its own landmark (as the reference)
+        w = mu + draws["noise"][..., : mu.shape[-2], :] if "noise" in draws else mu
+        # log N(w_c; mu_c', I) up to terms in w_c alone: (b', h, c, c')
+        log_n = w @ mu.transpose(-2, -1) - 0.5 * (mu * mu).sum(-1)[..., None, :]
+        own = torch.diagonal(log_n, dim1=-2, dim2=-1)  # log proposal density of w_c
+        mix = torch.logsumexp(log_n, dim=-1)
+        if self.mis == "mis-bh":
+            log_alpha, log_prop = torch.zeros_like(own)[..., None, :], mix
+        else:
+            bh = torch.exp(own - mix)[..., None, :]  # balance heuristic (b', h, 1, c)
+            logits = self._query_logits(qs, q_bar)
+            pooled = logits  # padding queries take no part in the softmax over queries
+            if "query_mask" in draws:
+                pooled = logits.masked_fill(~draws["query_mask"][:, None, :, None], -math.inf)
+            if causal:  # ours: the query softmax over the queries seen so far
+                if q.shape[2] != k.shape[2] and "t_lse" not in draws:
+                    raise ValueError(
+                        "causal mis-opt LARA normalises over every earlier query, which a cache "
+                        "does not keep: decode with form='recurrent', or use mis='mis-bh'"
+                    )
+                lse = torch.logcumsumexp(pooled, dim=-2)
+                if "t_lse" in draws:
+                    lse = torch.logaddexp(draws["t_lse"][..., None, :], lse)
+                lse = torch.where(torch.isfinite(lse), lse, logits)  # leading padding
+            else:
+                lse = torch.logsumexp(pooled, dim=-2, keepdim=True)
+            t = torch.exp(logits - lse)
+            alpha = bh + self.alpha_coeff * (t - t.mean(-1, keepdim=True))
+            log_alpha, log_prop = torch.log(alpha.clamp_min(1e-8)), own
+        fq = log_alpha + log_positive_features(qs, w) - log_prop[..., None, :]
         return fq, log_positive_features(ks, w)
+
+    def advance(self, draws, q, scale, keep=None):  # type: ignore[no-untyped-def]
+        if "t_lse" not in draws:
+            return draws
+        qs = q * math.sqrt(scale)
+        logits = self._query_logits(qs, self._bank(self.query_means, qs.dtype))[:, :, 0]
+        if keep is not None:  # a padding query takes no part in the softmax over queries
+            logits = logits.masked_fill(~keep.to(torch.bool)[:, None, None], -math.inf)
+        return {**draws, "t_lse": torch.logaddexp(draws["t_lse"], logits)}
 
     def importance_weights(
         self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float | None = None
@@ -184,10 +325,18 @@ class LARA(_ProposalAttention):
         ``iw.sum(-1) == 1`` and output ``iw @ f``."""
         sc = self.scale(scale)
         k_pos = torch.arange(k.shape[2], device=q.device)
-        fq, fk = self.features(q, k, sc, k_pos[-q.shape[2] :], k_pos, causal=False)
+        draws = self.draw(q.shape[0], q.dtype, q.device)
+        fq, fk = self.features(q, k, sc, k_pos[-q.shape[2] :], k_pos, False, draws)
         iw = torch.softmax(fq + torch.logsumexp(fk, dim=-2)[..., None, :], dim=-1)
         f = torch.softmax(fk, dim=-2).transpose(-2, -1) @ v
         return iw, f
+
+
+def _linear_norm(gen: nn.Sequential, x: torch.Tensor) -> torch.Tensor:
+    """``LayerNorm(Linear(x))`` in ``x``'s dtype (the module may be stored in half precision)."""
+    lin, norm = gen[0], gen[1]
+    y = F.linear(x, lin.weight.to(x.dtype), lin.bias.to(x.dtype))
+    return F.layer_norm(y, norm.normalized_shape, norm.weight.to(x.dtype), norm.bias.to(x.dtype))
 
 
 @register
@@ -213,10 +362,11 @@ class LARAPlusPlus(_ProposalAttention):
         samples_per_proposal: int = 4,
         proposals: Proposals = "auto",
         resample: bool = True,
+        init: Init = "calibrate",
         seed: int = 0,
         **kwargs,  # type: ignore[no-untyped-def]
     ) -> None:
-        super().__init__(head_dim, num_heads, num_proposals, proposals, seed, **kwargs)
+        super().__init__(head_dim, num_heads, num_proposals, proposals, seed, init, **kwargs)
         if not isinstance(samples_per_proposal, int) or samples_per_proposal < 1:
             raise ValueError(
                 f"samples_per_proposal must be a positive int; got {samples_per_proposal!r}"
@@ -245,18 +395,21 @@ class LARAPlusPlus(_ProposalAttention):
             ql = segment_means(qs, self.num_proposals) @ self.landmark_q.to(qs.dtype)
             kl = segment_means(ks, self.num_proposals) @ self.landmark_k.to(qs.dtype)
             return ql + kl
-        return self.means.to(qs.dtype)[None]
+        return self._bank(self.means, qs.dtype)
 
-    def features(self, q, k, scale, q_pos, k_pos, causal):  # type: ignore[no-untyped-def]
+    def draw(self, batch, dtype, device):  # type: ignore[no-untyped-def]
+        """Fresh antithetic noise per sequence in training (with ``resample``), else none."""
+        if self.training and self.resample:
+            return {"noise": self._antithetic(None).to(device=device, dtype=dtype)}
+        return {}
+
+    def features(self, q, k, scale, q_pos, k_pos, causal, draws=None):  # type: ignore[no-untyped-def]
         s = math.sqrt(scale)
         qs, ks = q * s, k * s
         mu = self._means(qs, ks, causal)  # (b', h, c, d)
         c, n_s = mu.shape[-2], self.samples_per_proposal
         sigma = torch.exp(self.log_sigma.to(q.dtype))[None, :, :c]  # (1, h, c)
-        if self.training and self.resample:
-            noise = self._antithetic(None).to(q.dtype)[:, :c]
-        else:
-            noise = self.noise.to(q.dtype)[:, :c]
+        noise = (draws or {}).get("noise", self.noise).to(q.dtype)[:, :c]
         w = (mu[..., None, :] + sigma[..., None, None] * noise).flatten(-3, -2)  # (b', h, cS, d)
         # log N(w_j; mu_c, sigma_c^2 I) for every sample j and proposal c (2 pi terms cancel)
         d = q.shape[-1]
