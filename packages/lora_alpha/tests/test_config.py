@@ -115,3 +115,79 @@ def test_bad_lora_kwargs():
         LoraAlphaConfig(2, lora_kwargs={"use_rslora": True})
     with pytest.raises(TypeError, match=r"LoraAlphaConfig or peft\.LoraConfig"):
         get_lora_alpha_model(Toy(), {"r": 2})
+
+
+# --------------------------------------------------------------------- issue 44: peft options
+
+
+def _scales(model) -> dict[str, float]:
+    return {
+        name.rsplit(".", 1)[-1]: float(m.scaling["default"])
+        for name, m in model.named_modules()
+        if hasattr(m, "scaling") and "default" in getattr(m, "scaling", {})
+    }
+
+
+def test_ordinary_peft_options_are_accepted():
+    """Issue 44: the allow-list rejected rank_pattern and target_parameters, ordinary peft options
+    that do not touch the law."""
+    cfg = LoraAlphaConfig(2, c=32, target_modules=["proj"], lora_kwargs={"target_parameters": ["out.weight"], "lora_dropout": 0.1})  # fmt: skip
+    peft_cfg = cfg.to_peft()
+    assert list(peft_cfg.target_parameters) == ["out.weight"]
+    assert peft_cfg.lora_dropout == pytest.approx(0.1)
+    assert lora_alpha_config(2, ["proj"], c=32, layer_replication=None).lora_alpha == pytest.approx(
+        32 * math.sqrt(2)
+    )
+
+
+def test_rank_pattern_follows_the_law_per_module():
+    """A module with its own rank (rank_pattern) gets alpha = c sqrt(its rank), not c sqrt(r)."""
+    cfg = LoraAlphaConfig(4, c=32, target_modules=["proj", "out"], lora_kwargs={"rank_pattern": {"out": 16}})  # fmt: skip
+    assert cfg.to_peft().alpha_pattern == {"out": pytest.approx(32 * 4.0)}
+    model = get_lora_alpha_model(Toy(), cfg)
+    scales = _scales(model)
+    assert scales["proj"] == pytest.approx(32 / math.sqrt(4))
+    assert scales["out"] == pytest.approx(32 / math.sqrt(16))
+
+
+def test_alpha_pattern_off_the_law_is_rejected():
+    with pytest.raises(ValueError, match=r"alpha_pattern\['out'\].*c \* sqrt"):
+        LoraAlphaConfig(4, c=32, lora_kwargs={"alpha_pattern": {"out": 8.0}})
+    with pytest.raises(ValueError, match=r"alpha_pattern\['out'\]"):
+        LoraAlphaConfig(4, c=32, lora_kwargs={"rank_pattern": {"out": 16}, "alpha_pattern": {"out": 64.0}})  # fmt: skip
+    ok = LoraAlphaConfig(4, c=32, lora_kwargs={"rank_pattern": {"out": 16}, "alpha_pattern": {"out": 128.0}})  # fmt: skip
+    assert ok.to_peft().alpha_pattern == {"out": pytest.approx(128.0)}
+    with pytest.raises(ValueError, match="rank_pattern"):
+        LoraAlphaConfig(4, lora_kwargs={"rank_pattern": {"out": 0}})
+
+
+def test_eva_rank_redistribution_is_rejected():
+    """EVA with rho > 1 moves ranks between layers and rescales alpha to keep alpha / r."""
+    with pytest.raises(ValueError, match="EVA"):
+        LoraAlphaConfig(4, lora_kwargs={"init_lora_weights": "eva"})
+
+
+def test_lora_alpha_is_rslora_with_alpha_c():
+    """LoRA-alpha(c) applies c / sqrt(r) at every rank: rsLoRA with alpha = c."""
+    from lora_alpha import rslora
+
+    for r in (1, 4, 16):
+        assert LoraAlphaConfig(r, c=32).scaling == pytest.approx(rslora(32).scaling(r))
+        ours = _scales(get_lora_alpha_model(Toy(), LoraAlphaConfig(r, c=32, target_modules=["proj"])))  # fmt: skip
+        rs = _scales(get_lora_alpha_model(Toy(), rslora(32).lora_config(r, ["proj"])))
+        assert ours == pytest.approx(rs)
+
+
+def test_method_lora_config_keeps_its_rule():
+    """Before: Method.lora_config(..., lora_alpha=3) raised a TypeError from inside peft, and a
+    rank_pattern left alpha_2r / LoRA-alpha modules off their rule."""
+    with pytest.raises(ValueError, match=r"lora_alpha is set by Method\(.standard.\)"):
+        Method("standard").lora_config(2, ["proj"], lora_alpha=3)
+    with pytest.raises(ValueError, match="use_rslora is set by Method"):
+        Method("lora_alpha").lora_config(2, ["proj"], use_rslora=True)
+    cfg = Method("alpha_2r").lora_config(2, ["proj", "out"], rank_pattern={"out": 8})
+    assert cfg.alpha_pattern == {"out": pytest.approx(16.0)}
+    cfg = Method("lora_alpha", c=32).lora_config(4, ["proj", "out"], rank_pattern={"out": 16})
+    assert cfg.alpha_pattern == {"out": pytest.approx(128.0)}
+    with pytest.raises(ValueError, match="unknown"):
+        Method("standard").lora_config(2, ["proj"], rank=3)

@@ -2,26 +2,29 @@ import math
 
 import numpy as np
 import pytest
+import torch
 
-from lora_alpha.reproduce import (
-    _drift_claim,
-    _geomean,
-    _heuristic_claim,
-    _tuned,
-    _win,
+from lora_alpha.reproduce import reproduce
+from lora_alpha.reproduce.claims import (
     abs_dev_interval,
+    drift_flat_claim,
+    drift_rise_claim,
     exponent_claim,
+    fold_interval,
+    heuristic_claim,
     permuted_ranks,
-    reproduce,
+    score_gap_claim,
 )
+from lora_alpha.reproduce.run import planted_drift_fold, tuned, win
 from lora_alpha.sweep import PowerLawFit, SweepResult, fit_optimal_alpha
 from lora_alpha.train import RunResult
 from paper_common import Report
+from paper_common.stats import ConfidenceInterval
 
 
 def test_smoke_reproduce_writes_a_report(tmp_path):
     report = reproduce("smoke", seed=0, out_dir=tmp_path / "r")
-    assert len(report.claims) == 5
+    assert len(report.claims) == 7
     for c in report.claims:  # measured, or explicitly not measured (never a silent NaN)
         assert c.verdict in ("supported", "refuted", "inconclusive")
         assert c.missing_parts() == []
@@ -50,64 +53,115 @@ def test_bad_scale():
         reproduce("medium")
 
 
-def _rows(base: float, alpha_k: float, lr_k: float) -> list[dict]:
-    """scaling_interaction rows of one task (k = 1 and 4) with the given drift ratios."""
-    return [
-        {"kind": "lr", "factor": 1, "drift_ratio_full_ft": base},
-        {"kind": "alpha", "factor": 1, "drift_ratio_full_ft": base},
-        {"kind": "lr", "factor": 4, "drift_ratio_full_ft": lr_k},
-        {"kind": "alpha", "factor": 4, "drift_ratio_full_ft": alpha_k},
-    ]
+def _irows(base, alpha_k, lr_k, scores=(0.1, 0.8, 0.5), k=4):
+    """scaling_interaction rows of one task, one entry per seed: drift ratios of the base run,
+    alpha x k and lr x k; scores (base, alpha x k, lr x k) the same at every seed unless a list."""
+    rows = []
+    for s, (b, a, l_) in enumerate(zip(base, alpha_k, lr_k, strict=True)):
+        sc = [x[s] if isinstance(x, list) else x for x in scores]
+        for kind, f, d, score in (("lr", 1, b, sc[0]), ("alpha", 1, b, sc[0]),
+                                  ("alpha", k, a, sc[1]), ("lr", k, l_, sc[2])):  # fmt: skip
+            rows.append({"kind": kind, "factor": f, "seed": s, "score": score,
+                         "diverged": False, "drift_ratio_full_ft": d})  # fmt: skip
+    return rows
 
 
-def test_drift_claim_with_a_zero_or_infinite_base_is_not_measured():
-    for base in (0.0, math.inf, math.nan):  # 0: ZeroDivisionError before; inf: ratios of 0
-        claim = _drift_claim({"a": _rows(base, 1.0, 2.0), "b": _rows(1.0, 1.0, 2.0)}, 4)
+BASE = [1.0, 1.02, 0.98]
+PLANTED = {"a": [1.5, 1.45, 1.52], "b": [1.6, 1.5, 1.55]}
+
+
+def test_drift_claims_split_the_lr_series_out_of_the_negative_control():
+    """Issue 43 flagged the drift claim DEFECT: its negative control was the lr series, the claim's
+    own second half, and it came out flat too. Now 2a (alpha flat) has a planted off-task
+    component as its null and 2b (lr rises more than alpha) is a claim of its own: a flat lr
+    series refutes 2b, with no DEFECT anywhere."""
+    flat = [x * 1.05 for x in BASE]
+    both_flat = {"a": _irows(BASE, flat, flat), "b": _irows(BASE, flat, flat)}
+    a = drift_flat_claim(both_flat, PLANTED, 4)
+    assert a.verdict == "supported"
+    assert a.negative.verdict == "refuted"
+    assert a.positive.passed
+    b = drift_rise_claim(both_flat, PLANTED, 4)
+    assert b.verdict == "refuted"
+    assert not b.defect
+    assert not a.defect
+    rises = {t: _irows(BASE, flat, [3 * x for x in BASE]) for t in ("a", "b")}
+    up = drift_rise_claim(rises, PLANTED, 4)
+    assert up.verdict == "supported"
+    assert up.negative.verdict == "refuted"  # the alpha arm against itself, seeds rotated
+
+
+def test_drift_claims_with_an_undefined_ratio_are_not_measured():
+    for base in (0.0, math.inf, math.nan):  # the base run's ratio: only 2a divides by it
+        rows = {"a": _irows([base, 1.0, 1.0], BASE, BASE), "b": _irows(BASE, BASE, BASE)}
+        claim = drift_flat_claim(rows, PLANTED, 4)
+        assert claim.verdict == "inconclusive"
+        assert claim.missing_parts() == []
+    rows = {"a": _irows(BASE, [math.nan, 1.0, 1.0], BASE), "b": _irows(BASE, BASE, BASE)}
+    for claim in (drift_flat_claim(rows, PLANTED, 4), drift_rise_claim(rows, PLANTED, 4)):
+        assert claim.verdict == "inconclusive"  # a zero update (NaN ratio): not measured
         assert claim.value is None
-        assert not claim.point_check
-        assert claim.note.startswith("not measured: a: base drift ratio")
+        assert claim.missing_parts() == []
+    # an lr run that diverged at every seed (drift +inf): the lr series rose without bound
+    inf = {t: _irows(BASE, BASE, [math.inf] * 3) for t in ("a", "b")}
+    assert drift_rise_claim(inf, PLANTED, 4).verdict == "supported"
+    # an alpha run that diverged: not flat
+    inf = {t: _irows(BASE, [math.inf] * 3, BASE) for t in ("a", "b")}
+    assert drift_flat_claim(inf, PLANTED, 4).verdict == "refuted"
 
 
-def test_drift_claim_counts_a_diverged_run_as_censored_at_inf():
-    # the lr x 4 run diverged (drift ratio +inf): the lr series rises without bound, as claimed
-    claim = _drift_claim({"a": _rows(2.0, 2.0, math.inf), "b": _rows(1.0, 1.1, 3.0)}, 4)
-    assert claim.value == pytest.approx(math.sqrt(1.1))
-    assert claim.point_check
-    # the alpha x 4 run diverged: not flat, refuted (not a NaN verdict)
-    claim = _drift_claim({"a": _rows(2.0, math.inf, 4.0), "b": _rows(1.0, 1.0, 3.0)}, 4)
-    assert claim.value == math.inf
-    assert not claim.point_check
+def test_score_gap_claim_needs_three_seeds_and_a_margin():
+    good = {t: _irows(BASE, BASE, BASE, (0.1, [0.80, 0.802, 0.798], 0.5)) for t in ("a", "b")}
+    claim = score_gap_claim(good, 4)
+    assert claim.verdict == "supported"
+    assert claim.negative.verdict == "refuted"  # self-null: no gap by construction
+    tie = {t: _irows(BASE, BASE, BASE, (0.1, [0.5, 0.502, 0.498], 0.5)) for t in ("a", "b")}
+    assert score_gap_claim(tie, 4).verdict == "refuted"
+    two = {t: [r for r in _irows(BASE, BASE, BASE) if r["seed"] < 2] for t in ("a", "b")}
+    claim = score_gap_claim(two, 4)
+    assert claim.verdict == "inconclusive"
+    assert claim.interval.startswith("missing")
+    assert claim.missing_parts() == []
 
 
-def test_geomean_limits_are_explicit():
-    assert _geomean([2.0, 8.0]) == pytest.approx(4.0)
-    assert _geomean([2.0, math.inf]) == math.inf
-    assert _geomean([0.0, 2.0]) == 0.0
-    assert math.isnan(_geomean([0.0, math.inf]))
-    assert math.isnan(_geomean([math.nan, 2.0]))
+def test_fold_interval_planted():
+    ci = fold_interval(ConfidenceInterval(1.1, 0.9, 1.3, 0.95))
+    assert (ci.low, ci.high) == (1.0, pytest.approx(1 / 0.9 if 1 / 0.9 > 1.3 else 1.3))
+    ci = fold_interval(ConfidenceInterval(0.5, 0.4, 0.6, 0.95))
+    assert (ci.low, ci.high) == (pytest.approx(1 / 0.6), pytest.approx(2.5))
 
 
-def _run(lr: float, score: float, loss: float, diverged: bool = False) -> RunResult:
+def test_planted_drift_raises_the_drift_ratio_and_keeps_the_signal():
+    torch.manual_seed(0)
+    ref = {"x": torch.randn(6, 5), "y": torch.randn(3, 4)}
+    delta = {k: 0.8 * v + 0.3 * torch.randn_like(v) for k, v in ref.items()}
+    fold = planted_drift_fold(delta, ref, seed=0)
+    assert fold > 1.4
+    assert planted_drift_fold(delta, ref, seed=0) == fold  # seeded
+
+
+def _run(lr: float, score: float, loss: float, diverged: bool = False, val=True) -> RunResult:
     metrics = {"score": score, "loss": loss}
-    return RunResult("standard", 4, lr, 16.0, 4.0, 0, metrics, [], diverged=diverged)
+    return RunResult("standard", 4, lr, 16.0, 4.0, 0, metrics, [], diverged=diverged,
+                     val_metrics=dict(metrics) if val else {})  # fmt: skip
 
 
 def test_tuned_run_never_is_a_diverged_one_and_ties_go_to_the_smallest_lr():
     # a regression run can score below 0 (worse than the start); a diverged run scores 0 by rule
     runs = [_run(1e-4, -0.2, 2.0), _run(1e-2, 0.0, math.inf, diverged=True)]
-    assert _tuned(runs).lr == 1e-4
-    assert _tuned(runs[::-1]).lr == 1e-4
+    assert tuned(runs).lr == 1e-4
+    assert tuned(runs[::-1]).lr == 1e-4
     ties = [_run(1e-3, 0.5, 1.0), _run(1e-4, 0.5, 1.0), _run(1e-2, 0.5, 1.0)]
-    assert _tuned(ties).lr == 1e-4
-    assert _tuned(ties[::-1]).lr == 1e-4
+    assert tuned(ties).lr == 1e-4
+    assert tuned(ties[::-1]).lr == 1e-4
     nan = _run(1e-4, math.nan, math.nan)  # NaN is the worst value, not an unordered one
-    assert _tuned([nan, _run(1e-3, 0.1, 1.0)]).lr == 1e-3
-    assert _tuned([_run(1e-3, 0.1, 1.0), nan]).lr == 1e-3
+    assert tuned([nan, _run(1e-3, 0.1, 1.0)]).lr == 1e-3
+    assert tuned([_run(1e-3, 0.1, 1.0), nan]).lr == 1e-3
     a = {"score": 0.0, "loss": math.inf, "diverged": True}
     b = {"score": -0.5, "loss": 3.0, "diverged": False}
-    assert not _win(a, b)
-    assert _win(b, a)
-    assert not _win(a, dict(a))
+    assert not win(a, b)
+    assert win(b, a)
+    assert not win(a, dict(a))
 
 
 def _fit(b: float, low: float, high: float) -> PowerLawFit:
@@ -140,9 +194,11 @@ def test_abs_dev_interval_planted():
 def test_drift_positive_control_keeps_a_nan_base_whatever_the_task_order():
     """Builtin min() dropped a NaN base drift ratio when it came after a finite one."""
     for tasks in (("a", "b"), ("b", "a")):
-        rows = {"a": _rows(1.0, 1.0, 2.0), "b": _rows(math.nan, 1.0, 2.0)}
-        claim = _drift_claim({t: rows[t] for t in tasks}, 4)
-        assert not claim.positive.passed
+        rows = {"a": _irows(BASE, BASE, BASE), "b": _irows(BASE, [math.nan, 1.0, 1.0], BASE)}
+        for make in (drift_flat_claim, drift_rise_claim):
+            claim = make({t: rows[t] for t in tasks}, PLANTED, 4)
+            assert not claim.positive.passed
+            assert claim.verdict == "inconclusive"
 
 
 def test_exponent_claim_needs_three_seeds():
@@ -188,14 +244,31 @@ def test_heuristic_claim_null_is_data_not_construction():
     """The draft's negative control was the heuristic itself (ratio 1 against '> 1'): refuted
     whatever the data. Planted alpha* = 128 sqrt(r), 8x the heuristic at r = 1 and 64."""
     res = _law_sweep(0.5, 128.0, [0.0, 0.1, -0.1])
-    ok = _heuristic_claim(res, res.optimal_alpha("loss"), _fit(0.5, 0.4, 0.6), 1.0)
+    ok = heuristic_claim(res, res.optimal_alpha("loss"), _fit(0.5, 0.4, 0.6), 1.0, "loss")
     assert ok.target == ">= 2"  # one step of the alpha grid (powers of 2)
     assert ok.negative.verdict == "refuted"
     assert ok.verdict == "supported"
     # seed noise of the optimum (x e^0.3): alpha* is 8x the heuristic on its whole interval, but
     # the self-null (seed s vs s + 1) reaches past one grid step: not shown above seed noise
     res = _law_sweep(0.5, 128.0, [0.0, 0.3, -0.3])
-    noisy = _heuristic_claim(res, res.optimal_alpha("loss"), _fit(0.5, 0.4, 0.6), 1.0)
+    noisy = heuristic_claim(res, res.optimal_alpha("loss"), _fit(0.5, 0.4, 0.6), 1.0, "loss")
     assert noisy.low > 2.0
     assert noisy.negative.verdict == "inconclusive"
     assert noisy.verdict == "inconclusive"
+
+
+def test_tuned_baseline_picks_its_lr_on_validation_not_test():
+    """Issue 44: the tuned baselines picked their learning rate by the test score they report.
+    Planted: lr 1e-3 is best on test, lr 1e-2 on validation; the pick follows validation."""
+    runs = [
+        RunResult("standard", 4, 1e-3, 16.0, 4.0, 0, {"score": 0.9, "loss": 0.1}, [],
+                  val_metrics={"score": 0.5, "loss": 0.5}),
+        RunResult("standard", 4, 1e-2, 16.0, 4.0, 0, {"score": 0.6, "loss": 0.4}, [],
+                  val_metrics={"score": 0.8, "loss": 0.2}),
+    ]  # fmt: skip
+    assert tuned(runs).lr == 1e-2
+    assert tuned(runs[::-1]).lr == 1e-2
+    with pytest.raises(ValueError, match="validation"):
+        tuned(
+            [_run(1e-3, 0.5, 1.0, val=False)]
+        )  # no validation metrics: no silent fallback to test

@@ -115,3 +115,33 @@ def test_fit_optimal_alpha_leaves_out_ranks_where_every_alpha_diverged():
     empty = fit_optimal_alpha(few, n_boot=10)
     assert not empty.defined
     assert empty.excluded == (64.0,)
+
+
+class _SecondRunBlowsUp(RegressionTask):
+    """Planted: the second run's test evaluation (scaling_interaction runs lr x 1, then lr x 10)
+    is a finite but absurd loss (a finite blow-up)."""
+
+    calls = 0
+
+    def evaluate(self, model, split="test"):
+        out = super().evaluate(model, split)
+        self.calls += 1
+        return {**out, "loss": 2.6e14} if self.calls == 2 else out
+
+
+def test_a_finite_blow_up_is_censored_in_the_drift_ratio():
+    """Issue 44 audit: a run flagged diverged by the finite-blow-up rule kept its finite drift
+    ratio; it is censored at +inf like a run with non-finite weights."""
+    from lora_alpha.baselines import standard
+    from lora_alpha.config import get_lora_alpha_model
+    from lora_alpha.diagnostics import reference_gradient
+
+    task = _SecondRunBlowsUp(d_in=4, hidden=8, d_out=2, shift_rank=2, n_train=64, n_test=32)
+    model = get_lora_alpha_model(task.base_model(), standard().lora_config(2, task.target_modules))
+    ref = {"gradient": reference_gradient(model, task.loss, task.reference_batch())}
+    rows = scaling_interaction(task, 2, 16.0, 1e-3, (1, 10), (0,), 5, 16, ref, progress=False)
+    blown = next(r for r in rows if r["kind"] == "lr" and r["factor"] == 10)
+    assert blown["diverged"]
+    assert blown["drift_ratio_gradient"] == np.inf
+    ok = next(r for r in rows if r["kind"] == "lr" and r["factor"] == 1)
+    assert np.isfinite(ok["drift_ratio_gradient"])

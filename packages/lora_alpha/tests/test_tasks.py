@@ -56,10 +56,13 @@ def test_finetune_records_diagnostics_and_bad_steps():
 def test_knowledge_injection_learns_new_facts(world):
     task = KnowledgeInjectionTask(world, CUTOFF, LM_STEPS)
     before = task.evaluate(task.base_model())
-    assert set(before) == {"loss", "score", "heldout_phrasing", "retention"}
-    run = finetune(task, lora_alpha(), r=4, lr=1e-3, steps=40, batch_size=16)
+    assert set(before) == {"loss", "score", "retention"}
+    # validation: the held-out phrasings, apart from the scored (trained) phrasings
+    assert set(task.evaluate(task.base_model(), "validation")) == {"loss", "score"}
+    run = finetune(task, lora_alpha(), r=4, lr=1e-3, steps=40, batch_size=16, validate=True)
     assert run.loss < before["loss"]
     assert run.score >= before["score"]
+    assert set(run.val_metrics) == {"loss", "score"}
     with pytest.raises(ValueError, match="no fact"):
         KnowledgeInjectionTask(world, world.end_year, LM_STEPS)
 
@@ -136,3 +139,56 @@ def test_a_diverged_run_counts_as_inf_loss_and_zero_score():
     assert run.loss == math.inf
     assert run.score == 0.0  # the documented rule, not NaN (which no ranking can order)
     assert math.isnan(run.metrics["relative_mse"])  # not measured
+
+
+# ------------------------------------------------------------ issue 44: divergence, validation
+
+
+class _BlowsUpFinite(RegressionTask):
+    """Planted: the final evaluation reports a finite but absurd loss (2.6e14, as a quick sweep
+    run did), which the old rule (only non-finite counts) left unflagged."""
+
+    def evaluate(self, model, split="test"):
+        out = super().evaluate(model, split)
+        return {**out, "loss": 2.6e14, "score": 1.0 - 2.6e14 / self._initial_mse}
+
+
+class _TrainLossBlowsUp(RegressionTask):
+    """Planted: from the 4th step on the training loss is 1e12 times larger, and finite."""
+
+    calls = 0
+
+    def loss(self, model, batch):
+        self.calls += 1
+        return super().loss(model, batch) * (1e12 if self.calls > 3 else 1.0)
+
+
+SMALL = {"d_in": 4, "hidden": 8, "d_out": 2, "shift_rank": 2, "n_train": 64, "n_test": 32}
+
+
+def test_a_finite_blow_up_is_flagged_as_diverged():
+    run = finetune(_BlowsUpFinite(**SMALL), standard(), r=2, lr=1e-3, steps=5, batch_size=16)
+    assert run.diverged
+    assert run.loss == math.inf
+    assert run.score == 0.0
+    run = finetune(_TrainLossBlowsUp(**SMALL), standard(), r=2, lr=1e-3, steps=20, batch_size=16)
+    assert run.diverged
+    assert len(run.losses) == 3
+    ok = finetune(RegressionTask(**SMALL), standard(), r=2, lr=1e-3, steps=5, batch_size=16)
+    assert not ok.diverged
+    with pytest.raises(ValueError, match="divergence_factor"):
+        finetune(RegressionTask(**SMALL), standard(), r=2, steps=1, divergence_factor=1.0)
+
+
+def test_regression_has_a_validation_split_apart_from_test():
+    task = RegressionTask(**SMALL, n_val=40)
+    model = task.base_model()
+    val, test = task.evaluate(model, "validation"), task.evaluate(model, "test")
+    assert val["score"] == pytest.approx(0.0)  # the base model removes none of its own error
+    assert val["loss"] != pytest.approx(test["loss"])  # other inputs
+    assert task.evaluate(model) == test
+    with pytest.raises(ValueError, match="split"):
+        task.evaluate(model, "train")
+    run = finetune(task, standard(), r=2, lr=1e-3, steps=5, batch_size=16, validate=True)
+    assert set(run.val_metrics) >= {"loss", "score"}
+    assert run.val_metrics["loss"] != pytest.approx(run.loss)

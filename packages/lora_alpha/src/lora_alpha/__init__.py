@@ -1,7 +1,10 @@
 """LoRA-alpha: the LoRA scaling factor, not the learning rate, drives optimisation.
 
-``alpha = c * sqrt(r)`` with a large ``c`` (:data:`DEFAULT_C`) puts LoRA in its fast regime at the
-standard small learning rates. Built on peft: :func:`lora_alpha_config` returns a
+``alpha = c * sqrt(r)`` with a large ``c`` puts LoRA in its fast regime at the standard small
+learning rates: the paper's recipe is ``c = 256`` (:data:`PAPER_C`, the default) with AdamW at lr
+2e-5 (:data:`PAPER_LR`); ours, a variant, ``c = 128`` at lr 1e-4 (:data:`OURS_C`, :data:`OURS_LR`).
+LoRA-alpha with coefficient ``c`` is rsLoRA with ``alpha = c`` (applied scale ``c / sqrt(r)``).
+Built on peft: :func:`lora_alpha_config` returns a
 ``peft.LoraConfig``; :func:`get_lora_alpha_model` wraps any model peft supports. Signal-Drift
 diagnostics (:mod:`lora_alpha.diagnostics`), sweeps and the power-law fit of the best alpha
 (:mod:`lora_alpha.sweep`), CPU-sized tasks (:mod:`lora_alpha.tasks`) and the baselines
@@ -11,6 +14,10 @@ diagnostics (:mod:`lora_alpha.diagnostics`), sweeps and the power-law fit of the
 from lora_alpha.baselines import RULES, Method, alpha_2r, lora_alpha, loraplus, rslora, standard
 from lora_alpha.config import (
     DEFAULT_C,
+    OURS_C,
+    OURS_LR,
+    PAPER_C,
+    PAPER_LR,
     LoraAlphaConfig,
     alpha_from_law,
     get_lora_alpha_model,
@@ -49,6 +56,10 @@ from lora_alpha.train import RunResult, finetune
 
 __all__ = [
     "DEFAULT_C",
+    "OURS_C",
+    "OURS_LR",
+    "PAPER_C",
+    "PAPER_LR",
     "RULES",
     "CausalLMTask",
     "ClassificationTask",

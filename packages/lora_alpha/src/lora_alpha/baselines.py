@@ -10,8 +10,13 @@ rslora        ``lora_alpha=alpha, use_rslora``  ``alpha / sqrt(r)`` (Kalajdzievs
 alpha_2r      ``lora_alpha=2r``                ``2`` at every rank (Biderman et al. 2024), AdamW
 loraplus      ``lora_alpha=alpha``             ``alpha / r``; B's learning rate x ``ratio``
                                                (Hayou et al. 2024, peft's LoRA+ optimiser)
-lora_alpha    ``lora_alpha=c*sqrt(r)``         ``c / sqrt(r)``, AdamW
+lora_alpha    ``lora_alpha=c*sqrt(r)``         ``c / sqrt(r)``, AdamW (the scale of rsLoRA with
+                                               ``alpha = c``: LoRA-alpha(c) is rsLoRA(alpha=c))
 ============  ===============================  ==============================================
+
+Extra ``peft.LoraConfig`` fields pass through :meth:`Method.lora_config`, except those the rule
+sets (``r``, ``lora_alpha``, ``use_rslora``); a ``rank_pattern`` module gets the rule's alpha at
+its own rank (``alpha_pattern``), and an ``alpha_pattern`` off the rule is rejected.
 """
 
 from __future__ import annotations
@@ -23,7 +28,13 @@ from typing import Any
 
 import torch
 
-from lora_alpha.config import DEFAULT_C, LoraAlphaConfig, _check_rank
+from lora_alpha.config import (
+    DEFAULT_C,
+    LoraAlphaConfig,
+    _check_rank,
+    check_lora_kwargs,
+    law_patterns,
+)
 
 RULES = ("standard", "rslora", "alpha_2r", "loraplus", "lora_alpha")
 
@@ -85,7 +96,11 @@ class Method:
         """The ``peft.LoraConfig`` of this rule at rank ``r``."""
         from peft import LoraConfig
 
-        kwargs = {"lora_dropout": 0.0, **lora_kwargs}
+        check_lora_kwargs(lora_kwargs, f"Method({self.rule!r})")
+        rule = {"standard": f"alpha = {self.alpha:g}", "rslora": f"alpha = {self.alpha:g}",
+                "loraplus": f"alpha = {self.alpha:g}", "alpha_2r": "alpha = 2r",
+                "lora_alpha": f"alpha = c * sqrt(r) with c = {self.c:g}"}[self.rule]  # fmt: skip
+        kwargs = {"lora_dropout": 0.0, **law_patterns(lora_kwargs, r, self.lora_alpha, rule)}
         targets = (
             list(target_modules) if isinstance(target_modules, list | tuple) else target_modules
         )

@@ -35,7 +35,7 @@ def _positive(name: str, values: Sequence[float]) -> list[float]:
 
 
 def _better(metric: str) -> str:
-    return "max" if metric in ("score", "accuracy") else "min"
+    return "max" if metric.removeprefix("val_") in ("score", "accuracy") else "min"
 
 
 @dataclass
@@ -246,12 +246,14 @@ def sweep(
     batch_size: int = 32,
     rule: str = "standard",
     progress: bool | None = None,
+    validate: bool = False,
 ) -> SweepResult:
     """Fine-tune ``task`` at every ``(r, alpha, lr, seed)``; ``alpha`` is peft's ``lora_alpha``.
 
     ``rule="standard"`` applies ``alpha / r`` (the grid is in peft's usual units);
     ``rule="rslora"`` applies ``alpha / sqrt(r)``. ``progress``: a tqdm bar (None: only on a
-    terminal).
+    terminal). ``validate=True`` adds the validation split's ``val_loss`` / ``val_score`` to each
+    row: locate optima on them (``optimal_alpha("val_loss")``), report the test metrics.
     """
     alphas = _positive("alpha_grid", alpha_grid)
     lrs = _positive("lr_grid", lr_grid)
@@ -268,7 +270,14 @@ def sweep(
         grid, desc=f"sweep {task.name}", disable=None if progress is None else not progress
     ):
         res = finetune(
-            task, Method(rule, alpha=a), r=r, lr=lr, steps=steps, batch_size=batch_size, seed=s
+            task,
+            Method(rule, alpha=a),
+            r=r,
+            lr=lr,
+            steps=steps,
+            batch_size=batch_size,
+            seed=s,
+            validate=validate,
         )
         rows.append({**res.row(), "alpha": a, "diverged": res.diverged})
     return SweepResult(rows)
@@ -292,7 +301,7 @@ def scaling_interaction(
     reference direction (e.g. ``{"full_ft": ..., "gradient": ...}``), the Signal-Drift of the final
     update: ``drift_ratio_<name>`` and ``cosine_<name>``. With Adam, ``k * lr`` and ``k * alpha``
     would give the same ``dW`` trajectory only if ``A`` did not move; the table measures how far
-    apart they are.
+    apart they are. A diverged run's drift ratio is ``+inf`` (censored) and its cosine NaN.
     """
     factors = _positive("factors", factors)
     runs = [(kind, k, s) for k in factors for kind in ("lr", "alpha") for s in seeds]
@@ -321,8 +330,10 @@ def scaling_interaction(
         row["diverged"] = res.diverged
         for name, ref in (references or {}).items():
             sd = signal_drift(res.delta, ref)
-            row[f"drift_ratio_{name}"] = sd.drift_ratio
-            row[f"cosine_{name}"] = sd.cosine
+            # a diverged run (non-finite, or a finite blow-up past finetune's limit) drifted past
+            # every finite value: censored at +inf, as signal_drift does for non-finite weights
+            row[f"drift_ratio_{name}"] = math.inf if res.diverged else sd.drift_ratio
+            row[f"cosine_{name}"] = math.nan if res.diverged else sd.cosine
             row["update_norm"] = sd.update_norm
         rows.append(row)
     return rows

@@ -48,8 +48,19 @@ class Task(Protocol):
     def reference_batch(self) -> Any:
         """A fixed batch for the reference gradient and the sharpness estimate."""
 
-    def evaluate(self, model: nn.Module) -> dict[str, float]:
-        """``{"loss": ..., "score": ...}`` (score: higher is better) plus task-specific metrics."""
+    def evaluate(self, model: nn.Module, split: str = "test") -> dict[str, float]:
+        """``{"loss": ..., "score": ...}`` (score: higher is better) plus task-specific metrics.
+
+        ``split="validation"`` (optional for a task of your own): a held-out set apart from the
+        test set, for choosing hyper-parameters (``finetune(..., validate=True)`` asks for it)."""
+
+
+SPLITS = ("test", "validation")
+
+
+def _check_split(split: str) -> None:
+    if split not in SPLITS:
+        raise ValueError(f"split must be one of {SPLITS}; got {split!r}")
 
 
 def _batch_stream(n: int, batch_size: int, seed: int) -> Iterator[np.ndarray]:
@@ -84,7 +95,8 @@ class RegressionTask:
     Args:
         d_in, hidden, d_out: MLP sizes.
         shift_rank, shift_scale: the planted shift.
-        n_train, n_test: Gaussian inputs.
+        n_train, n_test, n_val: Gaussian inputs (``n_val``: the validation split, drawn after
+            the others, so the training and test data do not depend on it).
         noise: standard deviation of label noise on the training targets.
         seed: the pretrained weights, the shift and the data.
     """
@@ -97,11 +109,12 @@ class RegressionTask:
     n_train: int = 2048
     n_test: int = 1024
     noise: float = 0.0
+    n_val: int = 1024
     seed: int = 0
     name: str = "regression"
 
     def __post_init__(self) -> None:
-        for f in ("d_in", "hidden", "d_out", "shift_rank", "n_train", "n_test"):
+        for f in ("d_in", "hidden", "d_out", "shift_rank", "n_train", "n_test", "n_val"):
             if getattr(self, f) < 1:
                 raise ValueError(f"{f} must be >= 1; got {getattr(self, f)}")
         if not self.shift_scale > 0 or self.noise < 0:
@@ -128,8 +141,11 @@ class RegressionTask:
         )
         self._train = (x[: self.n_train], y_train)
         self._test = (x[self.n_train :], y[self.n_train :])
+        x_val = torch.randn(self.n_val, self.d_in, generator=gen)
         with torch.no_grad():
+            self._val = (x_val, teacher(x_val))
             self._initial_mse = float(F.mse_loss(self._base(self._test[0]), self._test[1]))
+            self._initial_val_mse = float(F.mse_loss(self._base(x_val), self._val[1]))
 
     def base_model(self) -> nn.Module:
         return copy.deepcopy(self._base)
@@ -147,14 +163,16 @@ class RegressionTask:
         return self._train[0][:512], self._train[1][:512]
 
     @torch.no_grad()
-    def evaluate(self, model: nn.Module) -> dict[str, float]:
+    def evaluate(self, model: nn.Module, split: str = "test") -> dict[str, float]:
+        _check_split(split)
         model.eval()
-        mse = float(F.mse_loss(model(self._test[0]), self._test[1]))
-        return {
-            "loss": mse,
-            "score": 1.0 - mse / self._initial_mse,
-            "relative_mse": mse / self._initial_mse,
-        }
+        (x, y), start = (
+            (self._test, self._initial_mse)
+            if split == "test"
+            else (self._val, self._initial_val_mse)
+        )
+        mse = float(F.mse_loss(model(x), y))
+        return {"loss": mse, "score": 1.0 - mse / start, "relative_mse": mse / start}
 
 
 def _encode_pairs(tok: Any, pairs: list[tuple[str, str]]) -> dict[str, torch.Tensor]:
@@ -221,6 +239,8 @@ class CausalLMTask(_HFTask):
         train_pairs: training ``(prompt, answer)``; answers usually start with a space.
         eval_sets: ``{name: pairs}``; default ``{"train": train_pairs}``.
         target_modules: LoRA targets (default: the attention and MLP projections of LLaMA/Qwen).
+        validation: pairs for ``evaluate(model, "validation")`` (loss and greedy match), kept apart
+            from ``eval_sets`` for choosing hyper-parameters; None: the task has no validation split.
     """
 
     name = "causal_lm"
@@ -232,6 +252,7 @@ class CausalLMTask(_HFTask):
         train_pairs: Sequence[tuple[str, str]],
         eval_sets: Mapping[str, Sequence[tuple[str, str]]] | None = None,
         target_modules: Sequence[str] = LLAMA_TARGETS,
+        validation: Sequence[tuple[str, str]] | None = None,
     ) -> None:
         if not train_pairs:
             raise ValueError("train_pairs is empty")
@@ -246,6 +267,9 @@ class CausalLMTask(_HFTask):
         if not sets or any(not v for v in sets.values()):
             raise ValueError("eval_sets must be a non-empty mapping of non-empty pair lists")
         self._eval = {k: _encode_pairs(tokenizer, list(v)) for k, v in sets.items()}
+        if validation is not None and not validation:
+            raise ValueError("validation must be None or a non-empty list of pairs")
+        self._val = _encode_pairs(tokenizer, list(validation)) if validation else None
 
     @classmethod
     def from_pretrained(
@@ -277,8 +301,14 @@ class CausalLMTask(_HFTask):
         nll = -(lp * amask).sum() / amask.sum()
         return float(ok.float().mean()), float(nll)
 
-    def evaluate(self, model: nn.Module) -> dict[str, float]:
+    def evaluate(self, model: nn.Module, split: str = "test") -> dict[str, float]:
+        _check_split(split)
         model.eval()
+        if split == "validation":
+            if self._val is None:
+                raise ValueError(f"{self.name} has no validation split: pass validation=pairs")
+            acc, nll = self._match(model, self._val)
+            return {"loss": nll, "score": acc}
         out: dict[str, float] = {}
         for i, (name, batch) in enumerate(self._eval.items()):
             acc, nll = self._match(model, batch)
@@ -294,8 +324,9 @@ class KnowledgeInjectionTask(CausalLMTask):
 
     The model is ``paper_common.lm.fact_lm(world, cutoff=cutoff)``. Trains on the QA pairs
     (training phrasings) of the current values of the facts that changed after ``cutoff``;
-    reports greedy match on them (``score``), on held-out phrasings of the same questions
-    (``heldout_phrasing``) and on as many facts that did not change (``retention``).
+    reports greedy match on them (``score``) and on as many facts that did not change
+    (``retention``). The validation split is the held-out phrasings of the same questions (never
+    trained on, never scored): hyper-parameters are chosen on it, not on the score.
 
     Args:
         world: a ``paper_common.facts.World`` (default: a 40-person world).
@@ -331,11 +362,8 @@ class KnowledgeInjectionTask(CausalLMTask):
             model,
             tok,
             train,
-            {
-                "new_facts": train,
-                "heldout_phrasing": pairs(qa("all", templates="heldout", facts=new)),
-                "retention": pairs(qa("all", facts=kept)),
-            },
+            {"new_facts": train, "retention": pairs(qa("all", facts=kept))},
+            validation=pairs(qa("all", templates="heldout", facts=new)),
         )
         self.n_facts = len(new)
 
@@ -351,6 +379,8 @@ class SequenceClassificationTask(_HFTask):
         tokenizer: its tokenizer.
         train: ``(texts, labels)``; test: ``(texts, labels)``.
         target_modules: LoRA targets.
+        validation: ``(texts, labels)`` for ``evaluate(model, "validation")``, apart from test;
+            None: the task has no validation split.
     """
 
     name = "sequence_classification"
@@ -362,6 +392,7 @@ class SequenceClassificationTask(_HFTask):
         train: tuple[Sequence[str], Sequence[int]],
         test: tuple[Sequence[str], Sequence[int]],
         target_modules: Sequence[str] = LLAMA_TARGETS,
+        validation: tuple[Sequence[str], Sequence[int]] | None = None,
     ) -> None:
         self._model = model.eval()
         self.tokenizer = tokenizer
@@ -369,6 +400,7 @@ class SequenceClassificationTask(_HFTask):
         self.lora_kwargs: dict[str, Any] = {"task_type": "SEQ_CLS"}
         self._train = self._encode(*train)
         self._test = self._encode(*test)
+        self._val = self._encode(*validation) if validation is not None else None
 
     def _encode(self, texts: Sequence[str], labels: Sequence[int]) -> dict[str, torch.Tensor]:
         if not texts or len(texts) != len(labels):
@@ -386,8 +418,17 @@ class SequenceClassificationTask(_HFTask):
         return model(**batch).loss
 
     @torch.no_grad()
-    def evaluate(self, model: nn.Module) -> dict[str, float]:
+    def evaluate(self, model: nn.Module, split: str = "test") -> dict[str, float]:
+        _check_split(split)
         model.eval()
+        if split == "validation":
+            if self._val is None:
+                raise ValueError(
+                    f"{self.name} has no validation split: pass validation=(texts, labels)"
+                )
+            out = model(**self._val)
+            acc = float((out.logits.argmax(-1) == self._val["labels"]).float().mean())
+            return {"loss": float(out.loss), "score": acc}
         out = model(**self._test)
         acc = float((out.logits.argmax(-1) == self._test["labels"]).float().mean())
         train_logits = model(**self._train).logits
@@ -441,9 +482,13 @@ class ClassificationTask(SequenceClassificationTask):
         fresh = self.world.verification_items("all", t=cutoff, seed=seed + 1)
         seen = {v.prompt for v in train}
         test = [v for v in fresh if v.label or v.prompt not in seen]
+        tested = {v.prompt for v in test}
+        other = self.world.verification_items("all", t=cutoff, seed=seed + 2)
+        val = [v for v in other if v.label or (v.prompt not in seen and v.prompt not in tested)]
         super().__init__(
             model,
             tok,
             ([v.prompt for v in train], [int(v.label) for v in train]),
             ([v.prompt for v in test], [int(v.label) for v in test]),
+            validation=([v.prompt for v in val], [int(v.label) for v in val]),
         )

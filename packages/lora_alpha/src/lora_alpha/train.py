@@ -33,6 +33,7 @@ class RunResult:
     seconds: float = 0.0
     diverged: bool = False
     delta: dict[str, torch.Tensor] | None = field(default=None, repr=False)
+    val_metrics: dict[str, float] = field(default_factory=dict)
 
     @property
     def loss(self) -> float:
@@ -51,6 +52,7 @@ class RunResult:
             "scaling": self.scaling,
             "seed": self.seed,
             **self.metrics,
+            **{f"val_{k}": v for k, v in self.val_metrics.items()},
         }
         if self.diagnostics:
             last = self.diagnostics[-1]
@@ -58,6 +60,11 @@ class RunResult:
                 if k in last:
                     out[k] = last[k]
         return out
+
+
+#: A run diverged when a loss exceeds this many times its first training loss ("ours": a run at 100x
+#: the error it started from has blown up; finite losses of 2.6e14 used to pass as results).
+DIVERGENCE_FACTOR = 100.0
 
 
 def diverged_metrics(metrics: Mapping[str, float]) -> dict[str, float]:
@@ -78,12 +85,15 @@ def finetune(
     reference: Mapping[str, torch.Tensor] | None = None,
     keep_delta: bool = False,
     progress: bool = False,
+    validate: bool = False,
+    divergence_factor: float = DIVERGENCE_FACTOR,
 ) -> RunResult:
     """Fine-tune ``task.base_model()`` with LoRA adapters of rank ``r`` scaled by ``method``.
 
     Adapters are initialised with ``seed`` (peft's default: A Kaiming-uniform, B zero); batches
-    follow ``seed`` too. A run whose training loss turns non-finite stops early and is marked
-    ``diverged``, as is one whose final evaluation loss is non-finite. A diverged run counts as
+    follow ``seed`` too. A run whose training loss turns non-finite or exceeds ``divergence_factor``
+    times its first training loss stops early and is marked ``diverged``, as is one whose final
+    evaluation loss (test or validation) is non-finite or above that limit. A diverged run counts as
     loss ``inf`` and score 0 (the rule :meth:`~lora_alpha.SweepResult.mean` documents); its other
     metrics are NaN (not measured: a model with non-finite weights answers at random).
 
@@ -91,9 +101,15 @@ def finetune(
     ``reference`` (default: the full-fine-tuning gradient of ``task.reference_batch()``); pass a
     :class:`~lora_alpha.diagnostics.SignalDriftCallback` instead to add sharpness.
     ``keep_delta=True`` keeps the final ``{layer: s * B @ A}`` in ``RunResult.delta``.
+    ``validate=True`` also evaluates ``task.evaluate(model, "validation")`` into
+    ``RunResult.val_metrics`` (what hyper-parameters are chosen on; the test metrics are reported).
     """
     if steps < 1:
         raise ValueError(f"steps must be >= 1; got {steps}")
+    if not (math.isfinite(divergence_factor) and divergence_factor > 1):
+        raise ValueError(
+            f"divergence_factor must be a finite number > 1; got {divergence_factor!r}"
+        )
     torch.manual_seed(seed)
     model = get_lora_alpha_model(
         task.base_model(), method.lora_config(r, task.target_modules, **task.lora_kwargs)
@@ -110,14 +126,17 @@ def finetune(
         callback = None
     losses: list[float] = []
     diverged = False
+    limit = math.inf
     start = time.perf_counter()
     batches = task.batches(batch_size, seed)
     model.train()
     for step in tqdm(range(steps), desc=method.name, disable=not progress, leave=False):
         loss = task.loss(model, next(batches))
-        if not torch.isfinite(loss):
+        if not torch.isfinite(loss) or loss.item() > limit:
             diverged = True
             break
+        if step == 0 and loss.item() > 0:
+            limit = divergence_factor * loss.item()
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
@@ -125,10 +144,13 @@ def finetune(
         if callback is not None:
             callback.on_step(model, step + 1, losses[-1], force=step + 1 == steps)
     metrics = task.evaluate(model)
-    if not math.isfinite(metrics["loss"]):
-        diverged = True
+    val_metrics = task.evaluate(model, "validation") if validate else {}
+    for m in (metrics, val_metrics):
+        if m and not (math.isfinite(m["loss"]) and m["loss"] <= limit):
+            diverged = True
     if diverged:
         metrics = diverged_metrics(metrics)
+        val_metrics = diverged_metrics(val_metrics) if validate else {}
     return RunResult(
         method=method.name,
         r=r,
@@ -142,4 +164,5 @@ def finetune(
         seconds=time.perf_counter() - start,
         diverged=diverged,
         delta=delta_weights(model) if keep_delta else None,
+        val_metrics=val_metrics,
     )
