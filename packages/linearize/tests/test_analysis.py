@@ -60,3 +60,19 @@ def test_attention_mass_on_sink_and_recent_tokens() -> None:
     t = np.arange(4, n)
     assert first[1] == pytest.approx(np.mean(1 / (t + 1)))
     assert last[1] == pytest.approx(np.mean(4 / (t + 1)))
+
+
+def test_the_analysis_reads_left_padded_rows_as_unpadded() -> None:
+    """Before: the sink mass was read at position 0, a pad token under left padding, and the
+    erase weights ran over the pad keys."""
+
+    g = torch.Generator().manual_seed(3)
+    b, h, n, d, p = 2, 2, 10, 4, 3
+    q, k = (torch.randn(b, h, n, d, generator=g, dtype=torch.float64) for _ in range(2))
+    pad = torch.randn(b, h, p, d, generator=g, dtype=torch.float64)
+    mask = torch.ones(b, n + p, dtype=torch.bool)
+    mask[:, :p] = False
+    qp, kp = torch.cat([pad, q], 2), torch.cat([pad, k], 2)
+    np.testing.assert_allclose(key_dependence(qp, kp, mask=mask), key_dependence(q, k), rtol=1e-10)
+    for got, want in zip(attention_mass(qp, kp, mask=mask), attention_mass(q, k), strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-10)

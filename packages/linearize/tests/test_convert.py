@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -11,6 +12,7 @@ import torch
 from linearize.convert import (
     TransferConfig,
     capture,
+    decode_logits,
     finetune_kl,
     layer_errors,
     linearize,
@@ -154,7 +156,7 @@ def test_warm_up_and_jobs_share_one_cached_teacher(tmp_path, monkeypatch) -> Non
         d_model=16, n_heads=2, n_kv_heads=1, length=8, n_train=60, steps=3, batch_size=4
     )
     with pinned_threads(2, torch=True):  # the parent's pin at the quick scale
-        rep._warm_teacher(({"teacher": spec}, "llama"))
+        rep._warm_teacher((replace(rep.SCALES["smoke"], teacher=spec), "llama"))
     with pinned_threads(rep.JOB_THREADS, torch=True):  # what a recall job does
         recall_teacher(spec, progress=False)
     assert len(list((tmp_path / "linearize").glob("llama-*/teacher.json"))) == 1
@@ -174,3 +176,26 @@ def test_bad_input_is_named(teacher) -> None:
         TransferConfig(steps=-1)
     with pytest.raises(ValueError, match="arch"):
         TeacherSpec(arch="gpt2")
+
+
+@pytest.mark.parametrize(
+    "cfg",
+    [
+        LinearizeConfig(update="gated_delta", conv=True, budget=6, sinks=2, window=2),
+        LinearizeConfig(update="delta", budget=6, sinks=1, window=2, routing="self_recall"),
+        LinearizeConfig(update="linear", feature_map="hedgehog", budget=4, window=4),
+    ],
+)
+def test_the_model_decodes_token_by_token_with_a_fixed_state(teacher, cfg) -> None:
+    """The whole linearized model run recurrently (one token per call, no KV cache, each layer
+    keeping a DecodeState of fixed size) gives the logits of the parallel forward."""
+    model, tok = teacher
+    student = linearize(model, cfg)
+    with torch.no_grad():
+        for p in students(student)[0].parameters():
+            p.add_(0.05)
+    ids = tok(make_task("mqar", 2, 16, seed=5).texts, return_tensors="pt")["input_ids"]
+    with torch.no_grad():
+        ref = student(input_ids=ids, use_cache=False).logits
+    torch.testing.assert_close(decode_logits(student, ids), ref, atol=1e-4, rtol=1e-4)
+    assert all(m.decoding is None for m in students(student))  # the context was left

@@ -64,7 +64,7 @@ def test_bad_scale_and_full_scale_need() -> None:
         reproduce("huge")
     with pytest.raises(NotImplementedError, match="local paths"):
         reproduce("full")
-    assert "Qwen/Qwen2.5-32B" in SCALES["full"]["real_models"]
+    assert "Qwen/Qwen2.5-32B" in SCALES["full"].real_models
 
 
 def test_gap_claim_needs_a_gap_worth_several_items() -> None:

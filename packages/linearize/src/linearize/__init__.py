@@ -9,15 +9,23 @@ from linearize.convert import (
     Captured,
     TransferConfig,
     capture,
+    decode_logits,
     finetune_kl,
     layer_errors,
     linearize,
+    recurrent,
     students,
     transfer,
 )
-from linearize.evaluate import TaskScores, fact_accuracy, task_scores
+from linearize.evaluate import TaskScores, fact_accuracy, graded_token_positions, task_scores
 from linearize.features import FEATURE_MAPS, FeatureMap
-from linearize.student import UPDATES, LinearizeConfig, LinearizedAttention, zero_state
+from linearize.student import (
+    UPDATES,
+    DecodeState,
+    LinearizeConfig,
+    LinearizedAttention,
+    zero_state,
+)
 from linearize.tasks import TaskSet, copy_task, make_task, mqar, passkey
 from linearize.teachers import TeacherSpec, recall_teacher
 from linearize.updates import diagonal_update, mixing_matrix, scalar_update
@@ -27,6 +35,7 @@ __all__ = [
     "FEATURE_MAPS",
     "UPDATES",
     "Captured",
+    "DecodeState",
     "FeatureMap",
     "LinearizeConfig",
     "LinearizedAttention",
@@ -37,10 +46,12 @@ __all__ = [
     "attention_mass",
     "capture",
     "copy_task",
+    "decode_logits",
     "diagonal_update",
     "erase_write_weights",
     "fact_accuracy",
     "finetune_kl",
+    "graded_token_positions",
     "key_dependence",
     "layer_errors",
     "linearize",
@@ -50,6 +61,7 @@ __all__ = [
     "passkey",
     "prefix_outputs",
     "recall_teacher",
+    "recurrent",
     "scalar_update",
     "students",
     "task_scores",

@@ -56,6 +56,21 @@ def prefix_outputs(
     return torch.softmax(masked, -1) @ v[..., None, :, :]
 
 
+def _left_align(
+    q: torch.Tensor, k: torch.Tensor, mask: torch.Tensor | None
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """Each row's real tokens moved to the front, in order (``mask (batch, n)``: real tokens), so
+    that position 0 is the first real token and padding comes last, whatever side it was on."""
+    if mask is None:
+        return q, k, None
+    real = mask.bool().to(q.device)
+    order = torch.sort((~real).to(torch.int8), dim=-1, stable=True).indices
+    idx = order[:, None, :, None]
+    q = q.gather(2, idx.expand(-1, q.shape[1], -1, q.shape[-1]))
+    k = k.gather(2, idx.expand(-1, k.shape[1], -1, k.shape[-1]))
+    return q, k, real.gather(1, order)
+
+
 def key_dependence(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -65,7 +80,8 @@ def key_dependence(
     """Per-head key-dependence index ``(heads,)`` from ``(batch, heads, n, d)`` queries and keys
     (``mask (batch, n)``: real tokens; padding is left out): the coefficient of variation of
     ``w_t(q_u)`` over ``u > t``, averaged over every ``t`` with at least two later queries and over
-    the batch."""
+    the batch. Padding on either side."""
+    q, k, mask = _left_align(q, k, mask)
     w = erase_write_weights(q.double(), k.double(), scale)  # (b, h, u, t)
     n = w.shape[-1]
     later = torch.ones(n, n, dtype=torch.bool, device=w.device).tril(-1)  # [u, t]: u > t
@@ -90,7 +106,9 @@ def attention_mass(
     recent: int = 4,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Per head, the mean causal softmax mass on the first token and on the last ``recent`` tokens
-    (the query's own included), over queries ``t >= recent`` (``(heads,)`` each)."""
+    (the query's own included), over queries ``t >= recent`` (``(heads,)`` each). With ``mask``
+    the first token is each row's first real token (padding on either side)."""
+    q, k, mask = _left_align(q, k, mask)
     lg = _logits(q.double(), k.double(), scale)
     n = lg.shape[-1]
     causal = torch.ones(n, n, dtype=torch.bool, device=lg.device).tril()

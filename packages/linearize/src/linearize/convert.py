@@ -13,11 +13,12 @@ that breaks the frozen regime.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import logging
 import math
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,9 +36,11 @@ __all__ = [
     "Captured",
     "TransferConfig",
     "capture",
+    "decode_logits",
     "finetune_kl",
     "layer_errors",
     "linearize",
+    "recurrent",
     "students",
     "transfer",
     "transfer_diverged",
@@ -107,7 +110,9 @@ def capture(
     texts: Sequence[str],
     batch_size: int = 16,
 ) -> Captured:
-    """Record the teacher's attention inputs and outputs on ``texts`` (right-padded batches)."""
+    """Record the teacher's attention inputs and outputs on ``texts``, padded on the tokenizer's
+    side; each layer call keeps its ``key_mask`` (real tokens), which :func:`transfer` and
+    :func:`layer_errors` pass to the students."""
     texts = list(texts)
     if not texts:
         raise ValueError("capture needs at least one text")
@@ -144,12 +149,29 @@ class TransferConfig:
             raise ValueError(f"lr must be > 0; got {self.lr}")
 
 
+def _student_out(m: nn.Module, r: dict[str, Any], device: torch.device) -> torch.Tensor:
+    """The student's output on one captured layer call, with the call's padding mask (the
+    teacher's ``key_mask``: without it a left-padded row would attend to its padding)."""
+    mask = r.get("key_mask")
+    return m(
+        r["q"].to(device),
+        r["k"].to(device),
+        r["v"].to(device),
+        True,
+        key_mask=None if mask is None else mask.to(device),
+        scale=r["scale"],
+    )
+
+
 def _sq_errors(
     pred: torch.Tensor, target: torch.Tensor, mask: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Per head over real positions: ``sum |pred - out|^2`` and ``sum |out|^2``, ``(heads,)`` each."""
-    w = mask[:, None, :, None].to(pred.dtype)
-    return ((pred - target) ** 2 * w).sum((0, 2, 3)), (target**2 * w).sum((0, 2, 3))
+    w = mask[:, None, :, None]
+    zero = pred.new_zeros(())
+    # where, not a product: an output at a padding position may be anything, NaN included
+    err = torch.where(w, (pred - target) ** 2, zero)
+    return err.sum((0, 2, 3)), torch.where(w, target**2, zero).sum((0, 2, 3))
 
 
 def _rel_mse(pred: torch.Tensor, target: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -191,13 +213,7 @@ def transfer(
         loss = torch.stack(
             [
                 _rel_mse(
-                    m(
-                        r["q"].to(device),
-                        r["k"].to(device),
-                        r["v"].to(device),
-                        True,
-                        scale=r["scale"],
-                    ),
+                    _student_out(m, r, device),
                     r["out"].to(device),
                     mask,
                 ).mean()
@@ -242,9 +258,7 @@ def layer_errors(model: PreTrainedModel, captured: Captured) -> np.ndarray:
     for batch, mask in zip(captured.batches, captured.masks, strict=True):
         for li, (m, r) in enumerate(zip(mods, batch, strict=True)):
             out = r["out"].to(device)
-            pred = m(
-                r["q"].to(device), r["k"].to(device), r["v"].to(device), True, scale=r["scale"]
-            )
+            pred = _student_out(m, r, device)
             e, o = _sq_errors(pred, out, mask.to(device))
             err[li] += e.cpu().numpy()
             ref[li] += o.cpu().numpy()
@@ -306,3 +320,39 @@ def finetune_kl(
         losses.append(float(loss.detach()))
     student.eval()
     return student, losses
+
+
+@contextlib.contextmanager
+def recurrent(model: nn.Module, batch: int) -> Iterator[None]:
+    """Within this block every student of ``model`` decodes: each call takes one token and
+    updates its :class:`~linearize.student.DecodeState` (the recurrent state, the exact cache of
+    ``budget`` slots, the convolution's last inputs), a size fixed by the config whatever the
+    number of tokens. Call the model with ``use_cache=False`` and explicit ``position_ids``
+    (:func:`decode_logits` does)."""
+    mods = students(model)
+    param = next(model.parameters())
+    for m in mods:
+        m.decoding = m.init_decode(batch, param.device, param.dtype)
+    try:
+        yield
+    finally:
+        for m in mods:
+            m.decoding = None
+
+
+@torch.no_grad()
+def decode_logits(model: PreTrainedModel, input_ids: torch.Tensor) -> torch.Tensor:
+    """``(batch, n, vocab)`` logits of a linearized ``model`` on unpadded ``input_ids (batch,
+    n)``, one token at a time in the recurrent form (no KV cache: memory constant in ``n``);
+    equal to ``model(input_ids).logits`` to round-off."""
+    if input_ids.ndim != 2 or input_ids.shape[1] < 1:
+        raise ValueError(f"input_ids must be (batch, n >= 1); got {tuple(input_ids.shape)}")
+    b, n = input_ids.shape
+    out = []
+    with recurrent(model, b):
+        for t in range(n):
+            pos = torch.full((b, 1), t, dtype=torch.long, device=input_ids.device)
+            out.append(
+                model(input_ids=input_ids[:, t : t + 1], position_ids=pos, use_cache=False).logits
+            )
+    return torch.cat(out, 1)
