@@ -240,3 +240,12 @@ def test_masked_lambda_zero_control_masks_the_student_without_the_patch_loss():
     seen.clear()
     model.losses(globals_, locals_, None)  # the plain lambda = 0 arm
     assert seen == [False, False]
+
+
+def test_pretrain_rejects_meta_with_a_clear_error():
+    """Before: ``resolve_device`` accepted ``meta`` and ``pretrain`` went on to fail deep inside
+    the step (reading a meta loss back to the host). A meta step is what the tests run on the
+    objective (``model.losses``); ``pretrain`` itself needs real numbers, so it refuses meta."""
+    data = torch.rand(8, 3, 32, 32)
+    with pytest.raises(ValueError, match="meta"):
+        pretrain(PretrainConfig(vit=TINY, batch_size=4, steps=1), data, device="meta")

@@ -84,11 +84,18 @@ def pretrain(
     masks for the student's global views when the patch term, a masked baseline or the masked
     lambda = 0 control asks for them, takes one AdamW step on the summed loss and moves the EMA
     teacher. ``device``: where the model and each batch live (``None``: the best available,
-    :func:`resolve_device`); the data set stays where it is and the random draws come from one
-    CPU generator, so a seed draws the same batches, crops and masks on any device. The forward
-    pass runs under autocast at ``config.precision`` (the weights stay float32).
+    :func:`resolve_device`; ``meta`` is refused with a ValueError); the data set stays where it
+    is and the random draws come from one CPU generator, so a seed draws the same batches, crops
+    and masks on any device. The forward pass runs under autocast at ``config.precision`` (the
+    weights stay float32).
     """
     dev = resolve_device(device)
+    if dev.type == "meta":
+        raise ValueError(
+            "device='meta' cannot pretrain: each step reads its loss back to check it is finite "
+            "and to log it, and meta tensors hold no numbers (a meta step of the objective, "
+            "model.losses, is what runs on meta); use cpu, cuda or mps"
+        )
     images = data.images if isinstance(data, ImageSet) else data
     if images.dim() != 4 or images.shape[1] != 3:
         raise ValueError(f"images must be (n, 3, H, W), got {tuple(images.shape)}")
