@@ -154,3 +154,29 @@ def test_group_weights_are_unbiased_by_enumeration():
         p, valid, lambda lp, v: entropy_weights(lp, v, baseline=False), 4
     )
     assert torch.allclose(est, exact_effective_entropy_gradient(logits, valid), atol=1e-12)
+
+
+@pytest.mark.parametrize(
+    "fn", ["entropy_weights", "valid_entropy_weights", "differential_smoothing"]
+)
+def test_weight_functions_reject_positive_logp_and_non_binary_validity(fn):
+    """Review of issue 44: the weight functions took ``log pi > 0`` (a probability above 1) and
+    validity values such as 0.5 or 2 silently, scaling the term by them. Each now raises a
+    ValueError naming the input."""
+    from vepo.entropy import differential_smoothing_weights, valid_entropy_weights
+
+    call = {
+        "entropy_weights": lambda lp, v: entropy_weights(lp, v, baseline=False),
+        "valid_entropy_weights": valid_entropy_weights,
+        "differential_smoothing": lambda lp, v: differential_smoothing_weights(lp, v, 0.1, 0.1),
+    }[fn]
+    good_lp, good_v = torch.tensor([[-1.0, -2.0, -3.0]]), torch.tensor([[1, 0, 1]])
+    call(good_lp, good_v)
+    call(good_lp, good_v.bool())
+    with pytest.raises(ValueError, match="logp"):
+        call(torch.tensor([[-1.0, 0.5, -3.0]]), good_v)
+    with pytest.raises(ValueError, match="logp"):
+        call(torch.tensor([[-1.0, float("nan"), -3.0]]), good_v)
+    for bad in ([[1.0, 0.5, 1.0]], [[1, 2, 0]], [[1, -1, 0]]):
+        with pytest.raises(ValueError, match="valid"):
+            call(good_lp, torch.tensor(bad))

@@ -35,24 +35,30 @@ def _batch(trainer):
     return next(iter(trainer.get_train_dataloader()))
 
 
-@pytest.mark.parametrize("mode", ["sequence", "differential_smoothing"])
+@pytest.mark.parametrize(
+    "mode", ["sequence", "differential_smoothing", "effective", "anti_effective"]
+)
 def test_zero_coefficient_is_grpo_exactly(mode):
-    problems, tok, model, data = _setup()
+    """``vepo_coef=0`` is GRPO. Review of issue 44: with the real reward an untrained model solves
+    nothing, so every advantage was 0 and the check vacuous; rewards 0.5 / 0 give non-zero
+    advantages, and the policy is moved after sampling (``num_iterations=2``) so clipping acts."""
+    _, tok, model, data = _setup()
     with tempfile.TemporaryDirectory() as out:
-        kw = {"model": model, "reward_funcs": reward_function(problems), "train_dataset": data,
+        kw = {"model": model, "reward_funcs": _half_reward, "train_dataset": data,
               "processing_class": tok}  # fmt: skip
-        vepo = VEPOTrainer(
-            args=_args(VEPOConfig, out, vepo_mode=mode, vepo_coef=0.0, bf16=False), **kw
-        )
-        grpo = GRPOTrainer(args=_args(GRPOConfig, out, bf16=False), **kw)
+        it = {"bf16": False, "num_iterations": 2}
+        vepo = VEPOTrainer(args=_args(VEPOConfig, out, vepo_mode=mode, vepo_coef=0.0, **it), **kw)
+        grpo = GRPOTrainer(args=_args(GRPOConfig, out, **it), **kw)
         batch = _batch(vepo)
         torch.manual_seed(0)
         a = vepo._generate_and_score_completions(batch)
         torch.manual_seed(0)
         b = grpo._generate_and_score_completions(batch)
         assert torch.equal(a["completion_ids"], b["completion_ids"])
+        assert (a["advantages"] != 0).any()
         assert torch.equal(a["advantages"], b["advantages"])
-        assert torch.equal(vepo._compute_loss(model, a), grpo._compute_loss(model, b))
+        _perturb(model)
+        assert _same(_loss_and_grads(vepo, model, a), _loss_and_grads(grpo, model, b))
 
 
 def test_positive_coefficient_adds_the_entropy_weights():
@@ -112,21 +118,59 @@ def test_train_rl_bad_method():
 
 # --- issue 44 -------------------------------------------------------------------------------------
 
+
 #: what each method is on TRL's side: the GRPOConfig options it sets (written out here, not derived
 #: from METHODS, so a field of ours that TRL also reads cannot sneak into the reference)
-REFERENCE = {
-    "GRPO": {},
-    "GRPO + token entropy": {"entropy_coef": 0.01},  # TRL's own token-entropy bonus
-    "GRPO + sequence entropy": {},
-    "clip-higher": {"epsilon_high": 0.28},
-    "VEPO": {},
-    "VEPO (normalised H)": {},
-    "Differential Smoothing": {},
-}
+def _reference(name: str) -> dict:
+    from vepo.rl import TOKEN_COEF
+
+    return {
+        "GRPO": {},
+        "GRPO + token entropy": {"entropy_coef": TOKEN_COEF},  # TRL's own token-entropy bonus
+        "GRPO + sequence entropy": {},
+        "clip-higher": {"epsilon_high": 0.28},
+        "VEPO": {},
+        "VEPO (normalised H)": {},
+        "Differential Smoothing": {},
+    }[name]
 
 
-def _zero_reward(prompts, completions, **_):
-    return [0.0] * len(prompts)
+REFERENCE_NAMES = ("GRPO", "GRPO + token entropy", "GRPO + sequence entropy", "clip-higher", "VEPO",
+                   "VEPO (normalised H)", "Differential Smoothing")  # fmt: skip
+
+
+#: a wrong reference's clipping range (looser on both sides: with DS every advantage of this batch
+#: is negative, so only the lower end binds)
+LOOSE = {"epsilon": 0.5, "epsilon_high": 5.0}
+
+
+def _half_reward(prompts, completions, **_):
+    """0.5 for every other completion, 0 for the rest: GRPO's advantages are not 0 (the group
+    rewards vary), but nothing reaches ``vepo_valid_threshold`` (1.0), so the validity-aware terms
+    are 0."""
+    return [0.5 * (i % 2) for i in range(len(prompts))]
+
+
+def _perturb(model, scale: float = 0.3) -> None:
+    """Move the policy away from the one that sampled (as the second of ``num_iterations=2``
+    updates does), so the importance ratio is not 1 and clipping acts."""
+    gen = torch.Generator().manual_seed(123)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(scale * torch.randn(p.shape, generator=gen))
+
+
+def _loss_and_grads(trainer, model, inputs):
+    model.zero_grad(set_to_none=True)
+    loss = trainer._compute_loss(model, inputs)
+    loss.backward()
+    return loss.detach(), [p.grad.clone() for p in model.parameters()]
+
+
+def _same(x, y) -> bool:
+    return torch.equal(x[0], y[0]) and all(
+        torch.equal(a, b) for a, b in zip(x[1], y[1], strict=True)
+    )
 
 
 def test_no_config_field_of_ours_collides_with_grpo_config():
@@ -140,28 +184,42 @@ def test_no_config_field_of_ours_collides_with_grpo_config():
     assert ours & parent == set()
 
 
-@pytest.mark.parametrize("name", list(REFERENCE))
+@pytest.mark.parametrize("name", REFERENCE_NAMES)
 def test_every_method_is_grpo_apart_from_its_own_term(name):
-    """Issue 44: for every method, on a batch where no completion is valid (so the validity-aware
-    terms are 0), VEPOTrainer's loss and gradients equal GRPOTrainer's (configured with the
-    method's TRL options only) exactly, on the same inputs; and the advantage differs from GRPO's
-    by exactly our own term (0 for the validity-aware ones). Before, TRL's own ``entropy_coef``
-    read our coefficient: the loss was off by coef x token entropy (-0.017 for VEPO)."""
+    """Issue 44: for every method, VEPOTrainer's loss and gradients equal GRPOTrainer's (configured
+    with the method's TRL options only) exactly on the same inputs, and the advantage differs from
+    GRPO's by exactly our own term. Before, TRL's own ``entropy_coef`` read our coefficient: the
+    loss was off by coef x token entropy (-0.017 for VEPO).
+
+    The batch is not degenerate (review of issue 44: with an all-zero reward every advantage, loss
+    and gradient was 0, so a wrong reference passed too): rewards 0.5 / 0 give GRPO non-zero
+    advantages while no completion is valid (threshold 1), and the policy is moved after sampling so
+    the ratio is not 1 and clipping acts. The same check against a wrong reference (a different
+    clipping range, or TRL's token bonus added: the old collision) must fail."""
     from vepo.rl import METHODS
 
-    assert set(METHODS) == set(REFERENCE)
+    assert set(METHODS) == set(REFERENCE_NAMES)
     _, tok, model, data = _setup()
     with tempfile.TemporaryDirectory() as out:
-        kw = {"model": model, "reward_funcs": _zero_reward, "train_dataset": data,
+        kw = {"model": model, "reward_funcs": _half_reward, "train_dataset": data,
               "processing_class": tok}  # fmt: skip
-        vepo = VEPOTrainer(args=_args(VEPOConfig, out, bf16=False, **METHODS[name]), **kw)
-        grpo = GRPOTrainer(args=_args(GRPOConfig, out, bf16=False, **REFERENCE[name]), **kw)
+        it = {"bf16": False, "num_iterations": 2}
+        vepo = VEPOTrainer(args=_args(VEPOConfig, out, **it, **METHODS[name]), **kw)
+        ref = _reference(name)
+        grpo = GRPOTrainer(args=_args(GRPOConfig, out, **it, **ref), **kw)
+        wrong = [
+            GRPOTrainer(args=_args(GRPOConfig, out, **it, **{**ref, **LOOSE}), **kw),
+            GRPOTrainer(args=_args(GRPOConfig, out, **it, **{**ref, "entropy_coef": ref.get(
+                "entropy_coef", 0.0) + 0.05}), **kw),
+        ]  # fmt: skip
         batch = _batch(vepo)
         torch.manual_seed(0)
         a = vepo._generate_and_score_completions(batch)
         torch.manual_seed(0)
         b = grpo._generate_and_score_completions(batch)
         assert torch.equal(a["completion_ids"], b["completion_ids"])
+        assert (b["advantages"] != 0).sum() >= b["advantages"].numel() // 2  # not vacuous
+        assert "old_per_token_logps" in a
         mode = vepo.args.vepo_mode
         if mode in ("none", "effective", "effective_normalized"):
             assert torch.equal(a["advantages"], b["advantages"])
@@ -170,14 +228,66 @@ def test_every_method_is_grpo_apart_from_its_own_term(name):
             term = -logp - 1 if mode == "sequence" else logp
             assert torch.allclose(a["advantages"] - b["advantages"], vepo.args.vepo_coef * term,
                                   atol=1e-6)  # fmt: skip
-        grads = []
-        for trainer in (vepo, grpo):
-            model.zero_grad(set_to_none=True)
-            loss = trainer._compute_loss(model, a)
-            loss.backward()
-            grads.append((loss.detach(), [p.grad.clone() for p in model.parameters()]))
-        assert torch.equal(grads[0][0], grads[1][0])
-        assert all(torch.equal(x, y) for x, y in zip(grads[0][1], grads[1][1], strict=True))
+        _perturb(model)
+        ours = _loss_and_grads(vepo, model, a)
+        assert ours[0] != 0
+        assert _same(ours, _loss_and_grads(grpo, model, a))
+        for bad in wrong:  # the check has teeth: a wrong reference differs
+            assert not _same(ours, _loss_and_grads(bad, model, a))
+
+
+#: which completions of the group of 8 are valid (reward 1), the rest reward 0: 5 of 8
+VALID_PATTERN = (1, 0, 1, 1, 0, 1, 0, 1)
+
+
+def _pattern_reward(prompts, completions, **_):
+    return [float(VALID_PATTERN[i % 8]) for i in range(len(prompts))]
+
+
+@pytest.mark.parametrize(
+    "mode", ["effective", "effective_normalized", "differential_smoothing", "anti_effective"]
+)
+def test_valid_path_adds_exactly_the_formula(mode):
+    """Review of issue 44: the validity-aware terms were only checked where nothing is valid (term
+    0). With 5 of 8 completions valid, the advantage differs from the coefficient-0 run by exactly
+    the formula, written out here element by element (``l = -log pi(y)``, ``v`` valid, ``k = 5``):
+    VEPO ``c v (l - 1)``; normalised ``c v (G/k) (l_i - mean of l over the other valid ones)``; DS
+    ``c l`` valid, ``-c l`` invalid; the null arm ``-c v (l - 1)``."""
+    _, tok, model, data = _setup()
+    c = 0.07
+    with tempfile.TemporaryDirectory() as out:
+        kw = {"model": model, "reward_funcs": _pattern_reward, "train_dataset": data,
+              "processing_class": tok}  # fmt: skip
+        common = {"output_dir": out, "per_device_train_batch_size": 8, "num_generations": 8,
+                  "max_completion_length": 8, "max_steps": 1, "beta": 0.0, "loss_type": "grpo",
+                  "report_to": [], "use_cpu": True, "save_strategy": "no", "disable_tqdm": True,
+                  "seed": 0, "bf16": False, "vepo_mode": mode}  # fmt: skip
+        on = VEPOTrainer(args=VEPOConfig(**common, vepo_coef=c), **kw)
+        off = VEPOTrainer(args=VEPOConfig(**common, vepo_coef=0.0), **kw)
+        batch = _batch(on)
+        torch.manual_seed(2)
+        a = on._generate_and_score_completions(batch)
+        torch.manual_seed(2)
+        b = off._generate_and_score_completions(batch)
+        assert torch.equal(a["completion_ids"], b["completion_ids"])
+        lp = [float(x) for x in on._sequence_logps(a).double()]
+    diff = [float(x) for x in (a["advantages"] - b["advantages"])]
+    v, g, k = VALID_PATTERN, 8, sum(VALID_PATTERN)
+    ls = [-x for x in lp]
+    expected = []
+    for i in range(g):
+        if mode == "effective":
+            e = c * v[i] * (ls[i] - 1)
+        elif mode == "anti_effective":
+            e = -c * v[i] * (ls[i] - 1)
+        elif mode == "differential_smoothing":
+            e = c * ls[i] if v[i] else -c * ls[i]
+        else:
+            others = [ls[j] for j in range(g) if j != i and v[j]]
+            e = c * v[i] * (g / k) * (ls[i] - sum(others) / len(others))
+        expected.append(e)
+    assert any(abs(e) > 0.05 for e in expected)  # a real term, not 0
+    assert diff == pytest.approx(expected, abs=1e-5)
 
 
 def test_cpu_run_does_not_inherit_bf16():
@@ -224,3 +334,19 @@ def test_installed_trl_is_the_lowest_supported_one():
     assert installed in trl.specifier
     lowest = min(Version(s.version) for s in trl.specifier if s.operator == ">=")
     assert (installed.major, installed.minor) == (lowest.major, lowest.minor)
+
+
+def test_coefficients_reject_bool_and_default_is_vepos_tuned_value():
+    """Review of issue 44: ``vepo_coef=True`` passed as 1.0; the default ``vepo_coef`` (0.05) was
+    not the coefficient the reproduction uses, and GRPO runs recorded it although unused."""
+    from vepo.rl import COEFS, METHODS
+
+    with tempfile.TemporaryDirectory() as out:
+        for name in ("vepo_coef", "vepo_coef_incorrect", "vepo_valid_threshold"):
+            with pytest.raises(ValueError, match=name):
+                VEPOConfig(output_dir=out, **{name: True})
+        assert VEPOConfig(output_dir=out).vepo_coef == COEFS["VEPO"]
+    assert METHODS["VEPO"]["vepo_coef"] == COEFS["VEPO"]
+    for name, fields in METHODS.items():
+        if fields["vepo_mode"] == "none":
+            assert fields["vepo_coef"] == 0.0, name

@@ -14,12 +14,22 @@ from vepo.entropy import (
     exact_entropies,
 )
 from vepo.metrics import distinct_valid, evaluate_policy, pass_at_k
-from vepo.rl import COEF, METHODS, RLResult, build_tokenizer_for, reward_function, train_rl, warmup
+from vepo.rl import (
+    COEF,
+    COEFS,
+    METHODS,
+    RLResult,
+    build_tokenizer_for,
+    reward_function,
+    train_rl,
+    warmup,
+)
 from vepo.tasks import ParseError, Problem, addition, countdown, evaluate, solutions
 from vepo.trainer import MODES, VEPOConfig, VEPOTrainer
 
 __all__ = [
     "COEF",
+    "COEFS",
     "METHODS",
     "MODES",
     "ParseError",

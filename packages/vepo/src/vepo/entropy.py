@@ -50,6 +50,31 @@ def _check(logp: torch.Tensor, valid: torch.Tensor) -> tuple[torch.Tensor, torch
     return logp, valid
 
 
+def _check_group(
+    logp: torch.Tensor, valid: torch.Tensor | None, optional: bool = False
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The weight functions' inputs: ``logp`` ``(groups, G)``, finite and ``<= 0`` (a sum of
+    log-probabilities; float rounding up to 1e-6 is allowed); ``valid`` of the same shape, 0/1 or
+    bool (``None`` only where ``optional``). Returns ``valid`` in ``logp``'s dtype."""
+    logp = torch.as_tensor(logp)
+    if logp.ndim != 2:
+        raise ValueError(f"logp must be (groups, G); got shape {tuple(logp.shape)}")
+    if not torch.isfinite(logp).all() or (logp > 1e-6).any():
+        bad = logp[~torch.isfinite(logp) | (logp > 1e-6)].flatten()[:3].tolist()
+        raise ValueError(f"logp must be finite log-probabilities <= 0; got values such as {bad}")
+    if valid is None:
+        if not optional:
+            raise ValueError("valid is required (0/1 per trajectory)")
+        return logp, None
+    valid = torch.as_tensor(valid)
+    if valid.shape != logp.shape:
+        raise ValueError(f"valid must have shape {tuple(logp.shape)}; got {tuple(valid.shape)}")
+    if not ((valid == 0) | (valid == 1)).all():
+        bad = valid[(valid != 0) & (valid != 1)].flatten()[:3].tolist()
+        raise ValueError(f"valid must be 0/1 (or bool); got values such as {bad}")
+    return logp, valid.to(logp.dtype)
+
+
 def exact_entropies(logp: torch.Tensor, valid: torch.Tensor) -> dict[str, float]:
     """Exact ``H``, ``H_eff``, ``pi(V)``, ``H(pi_V)`` and the invalid share of a full distribution.
 
@@ -96,15 +121,10 @@ def entropy_weights(
     standard deviation of the raw weights (groups with no spread get 0), the way GRPO scales its
     rewards. Returns a tensor like ``logp``.
     """
-    logp = torch.as_tensor(logp)
-    if logp.ndim != 2:
-        raise ValueError(f"logp must be (groups, G); got shape {tuple(logp.shape)}")
+    logp, valid = _check_group(logp, valid, optional=True)
     w = -logp - 1
     if valid is not None:
-        valid = torch.as_tensor(valid)
-        if valid.shape != logp.shape:
-            raise ValueError(f"valid must have shape {tuple(logp.shape)}; got {tuple(valid.shape)}")
-        w = w * valid.to(w.dtype)
+        w = w * valid
     if baseline:
         g = w.shape[1]
         if g < 2:
@@ -131,12 +151,8 @@ def valid_entropy_weights(logp: torch.Tensor, valid: torch.Tensor) -> torch.Tens
     with fewer than 2 valid samples get 0. Zero-sum over the valid samples (no push toward or away
     from the valid set as a whole), zero for invalid ones. ``logp``, ``valid``: ``(groups, G)``.
     """
-    logp = torch.as_tensor(logp)
-    if logp.ndim != 2:
-        raise ValueError(f"logp must be (groups, G); got shape {tuple(logp.shape)}")
-    v = torch.as_tensor(valid).to(logp.dtype)
-    if v.shape != logp.shape:
-        raise ValueError(f"valid must have shape {tuple(logp.shape)}; got {tuple(v.shape)}")
+    logp, v = _check_group(logp, valid)
+    assert v is not None
     k = v.sum(1, keepdim=True)
     nll = -logp
     others = ((nll * v).sum(1, keepdim=True) - nll * v) / (k - 1).clamp(min=1)
@@ -151,12 +167,10 @@ def differential_smoothing_weights(
     ``-gamma_p log pi(y)`` on valid trajectories (rarer correct answers gain more) and
     ``+gamma_n log pi(y)`` on invalid ones (rarer wrong answers lose more), with ``log pi`` of the
     policy that sampled them. Not centred, no baseline. ``logp``, ``valid``: ``(groups, G)``."""
-    logp = torch.as_tensor(logp)
-    v = torch.as_tensor(valid).to(logp.dtype)
-    if v.shape != logp.shape:
-        raise ValueError(f"valid must have shape {tuple(logp.shape)}; got {tuple(v.shape)}")
+    logp, v = _check_group(logp, valid)
+    assert v is not None
     for name, g in (("gamma_p", gamma_p), ("gamma_n", gamma_n)):
-        if not 0 <= g < float("inf"):
+        if isinstance(g, bool) or not isinstance(g, int | float) or not 0 <= g < float("inf"):
             raise ValueError(f"{name} must be a finite number >= 0; got {g!r}")
     return -gamma_p * v * logp + gamma_n * (1 - v) * logp
 

@@ -19,27 +19,49 @@ from typing import Any
 import numpy as np
 
 from vepo.tasks import Problem
-from vepo.trainer import VEPOConfig, VEPOTrainer
+from vepo.trainer import VEPO_COEF, VEPOConfig, VEPOTrainer
 
 log = logging.getLogger(__name__)
 
-#: The trajectory-level coefficient shared by VEPO, its normalised variant, the blind sequence bonus
-#: and Differential Smoothing (both its gammas), chosen by the search in seeds/vepo.md.
-COEF = 0.1
+#: Each method's own coefficient, chosen by the same rule on search seeds the reproduction does not
+#: use (``benchmarks/coef_search.py``; the rule and the outcome are in seeds/vepo.md and
+#: ``docs/packages/vepo/coef_search.json``): ``vepo_coef`` for the trajectory-level terms (for
+#: Differential Smoothing both its gammas), TRL's ``entropy_coef`` for the token bonus.
+COEFS: dict[str, float] = {
+    "VEPO": VEPO_COEF,
+    "VEPO (normalised H)": 0.1,
+    "GRPO + sequence entropy": 0.3,
+    "Differential Smoothing": 0.1,
+    # the smallest value tried, after two extensions of the grid: the token bonus's score fell
+    # with every step up, so the rule's choice sits at the edge (effectively GRPO)
+    "GRPO + token entropy": 0.0001,
+}
+#: VEPO's coefficient (also ``VEPOConfig``'s default ``vepo_coef``)
+COEF = COEFS["VEPO"]
+#: TRL's ``entropy_coef`` for the token-bonus baseline
+TOKEN_COEF = COEFS["GRPO + token entropy"]
 
 #: name -> VEPOConfig fields. Every method reuses each generation for 2 updates
 #: (``num_iterations=2``, set by :func:`train_rl`) so that clipping acts (on-policy, clip-higher would
-#: equal GRPO). The token bonus is TRL's own ``entropy_coef`` at 0.01 (the usual PPO entropy
-#: coefficient); the trajectory-level terms use :data:`COEF` on their plain (unscaled, no baseline)
-#: weights.
+#: equal GRPO). Methods without a term of ours set ``vepo_coef=0`` so that their recorded config
+#: says so.
 METHODS: dict[str, dict[str, Any]] = {
-    "GRPO": {"vepo_mode": "none"},
-    "GRPO + token entropy": {"vepo_mode": "none", "entropy_coef": 0.01},
-    "GRPO + sequence entropy": {"vepo_mode": "sequence", "vepo_coef": COEF},
-    "clip-higher": {"vepo_mode": "none", "epsilon_high": 0.28},
-    "Differential Smoothing": {"vepo_mode": "differential_smoothing", "vepo_coef": COEF},
+    "GRPO": {"vepo_mode": "none", "vepo_coef": 0.0},
+    "GRPO + token entropy": {"vepo_mode": "none", "vepo_coef": 0.0, "entropy_coef": TOKEN_COEF},
+    "GRPO + sequence entropy": {"vepo_mode": "sequence",
+                                "vepo_coef": COEFS["GRPO + sequence entropy"]},
+    "clip-higher": {"vepo_mode": "none", "vepo_coef": 0.0, "epsilon_high": 0.28},
+    "Differential Smoothing": {"vepo_mode": "differential_smoothing",
+                               "vepo_coef": COEFS["Differential Smoothing"]},
     "VEPO": {"vepo_mode": "effective", "vepo_coef": COEF},
-    "VEPO (normalised H)": {"vepo_mode": "effective_normalized", "vepo_coef": COEF},
+    "VEPO (normalised H)": {"vepo_mode": "effective_normalized",
+                            "vepo_coef": COEFS["VEPO (normalised H)"]},
+}  # fmt: skip
+
+#: Null arms for the reproduction's negative controls (not methods): VEPO's term with its sign
+#: flipped (it descends the effective entropy), at VEPO's coefficient.
+NULL_ARMS: dict[str, dict[str, Any]] = {
+    "VEPO, sign flipped (null)": {"vepo_mode": "anti_effective", "vepo_coef": COEF},
 }
 
 
@@ -149,14 +171,15 @@ def train_rl(
     from datasets import Dataset
     from transformers import PrinterCallback
 
-    if isinstance(method, str) and method not in METHODS:
-        raise ValueError(f"method must be one of {list(METHODS)} or a dict; got {method!r}")
+    named = {**METHODS, **NULL_ARMS}
+    if isinstance(method, str) and method not in named:
+        raise ValueError(f"method must be one of {list(named)} or a dict; got {method!r}")
     if steps < 1 or prompts_per_step < 1:
         raise ValueError(
             f"steps and prompts_per_step must be >= 1; got {steps}, {prompts_per_step}"
         )
     name = method if isinstance(method, str) else "custom"
-    fields = METHODS[method] if isinstance(method, str) else method
+    fields = named[method] if isinstance(method, str) else method
     device = next(model.parameters()).device
     # train_rl's defaults < the method's fields < the caller's overrides
     args: dict[str, Any] = {

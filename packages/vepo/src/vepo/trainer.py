@@ -18,6 +18,9 @@ are TRL's, so any causal LM and any TRL reward function work.
 * ``"differential_smoothing"`` (Gai et al. 2025, arXiv 2511.19942, a baseline): advantage ``+=
   vepo_coef * (-log pi(y))`` on valid trajectories and ``+= vepo_coef_incorrect * log pi(y)`` on
   invalid ones (:func:`~vepo.entropy.differential_smoothing_weights`).
+* ``"anti_effective"``: VEPO's term with its sign flipped (advantage ``-= vepo_coef * w``): it
+  descends the effective entropy. Not a method: the null arm of the reproduction's negative
+  controls (a run where "VEPO's term helps" must not hold).
 
 Every field of ours is prefixed ``vepo_``: TRL 1.x's ``GRPOConfig`` has its own ``entropy_coef``
 (a token-entropy bonus in the loss), and a subclass field of the same name silently switches it on.
@@ -46,7 +49,17 @@ from vepo.entropy import (
     valid_entropy_weights,
 )
 
-MODES = ("none", "sequence", "effective", "effective_normalized", "differential_smoothing")
+#: the default ``vepo_coef``: VEPO's coefficient from the search in seeds/vepo.md (``vepo.rl.COEFS``)
+VEPO_COEF = 0.03
+
+MODES = (
+    "none",
+    "sequence",
+    "effective",
+    "effective_normalized",
+    "differential_smoothing",
+    "anti_effective",
+)
 
 
 @dataclass
@@ -62,7 +75,7 @@ class VEPOConfig(GRPOConfig):
         metadata={"help": f"one of {', '.join(MODES)}; 'effective' is VEPO"},
     )
     vepo_coef: float = field(
-        default=0.05,
+        default=VEPO_COEF,
         metadata={"help": "weight of the entropy term (>= 0); Differential Smoothing's gamma_p"},
     )
     vepo_coef_incorrect: float | None = field(
@@ -96,9 +109,14 @@ class VEPOConfig(GRPOConfig):
             value = getattr(self, name)
             if value is None and name == "vepo_coef_incorrect":
                 continue
-            if not (isinstance(value, int | float) and 0 <= value < math.inf):
+            if isinstance(value, bool) or not (
+                isinstance(value, int | float) and 0 <= value < math.inf
+            ):
                 raise ValueError(f"{name} must be a finite number >= 0; got {value!r}")
-        if not math.isfinite(self.vepo_valid_threshold):
+        if isinstance(self.vepo_valid_threshold, bool) or not (
+            isinstance(self.vepo_valid_threshold, int | float)
+            and math.isfinite(self.vepo_valid_threshold)
+        ):
             raise ValueError(
                 f"vepo_valid_threshold must be finite; got {self.vepo_valid_threshold!r}"
             )
@@ -164,8 +182,9 @@ class VEPOTrainer(GRPOTrainer):
             rank = self.accelerator.process_index
             total = total[rank * n : (rank + 1) * n]
         valid = (total >= self.args.vepo_valid_threshold).to(out["advantages"].dtype)
-        logp = self._sequence_logps(out).to(out["advantages"].dtype)
-        stats = estimate_entropies(logp.clamp(max=0), valid)
+        # a sum of log-softmax values is <= 0; clamp float rounding so the checks downstream hold
+        logp = self._sequence_logps(out).to(out["advantages"].dtype).clamp(max=0)
+        stats = estimate_entropies(logp, valid)
         for key in ("sequence_entropy", "effective_entropy", "invalid_entropy_share", "valid_mass"):
             self._metrics[mode][f"entropy/{key}"].append(stats[key])
         term = self._advantage_term(logp.view(-1, self.num_generations),
@@ -188,5 +207,6 @@ class VEPOTrainer(GRPOTrainer):
             return None
         if mode_e == "effective_normalized":
             return coef * valid_entropy_weights(logp, valid)
-        v = valid if mode_e == "effective" else None
-        return coef * entropy_weights(logp, v, a.vepo_baseline, a.vepo_standardize)
+        v = None if mode_e == "sequence" else valid
+        sign = -1.0 if mode_e == "anti_effective" else 1.0
+        return sign * coef * entropy_weights(logp, v, a.vepo_baseline, a.vepo_standardize)

@@ -28,7 +28,7 @@ from vepo.reproduce import figures
 from vepo.reproduce.claims import decide_claims
 from vepo.reproduce.run import measure
 from vepo.reproduce.scales import SCALES, Scale
-from vepo.rl import COEF, METHODS
+from vepo.rl import COEFS, METHODS, NULL_ARMS
 
 __all__ = ["SCALES", "Scale", "reproduce"]
 
@@ -45,7 +45,7 @@ def reproduce(cfg: Scale, report: Report, seed: int) -> None:
         "runs", [{c: r[c] for c in ("method", "seed", *cols, "seconds")} for r in res.runs]
     )
     summary = [{"method": "warm-up (before RL)", **{c: res.base.get(c, math.nan) for c in cols}}]
-    for m in METHODS:
+    for m in [*METHODS, *NULL_ARMS]:
         rs = [r for r in res.runs if r["method"] == m]
         summary.append({"method": m, **{c: float(np.mean([r[c] for r in rs])) for c in cols}})
     report.add_table(f"summary (means over {len(res.seeds)} seeds)", summary)
@@ -58,9 +58,10 @@ def reproduce(cfg: Scale, report: Report, seed: int) -> None:
         f"RL on {cfg.n_rl} other problems (also the evaluation problems) for {cfg.rl_steps} "
         f"optimiser steps ({cfg.rl_steps // 2} generations of {cfg.prompts_per_step} prompts x "
         f"{cfg.num_generations} samples, 2 updates each) per method and seed; {cfg.eval_samples} "
-        f"evaluation samples per problem; {cfg.n_heldout} problems held out. Trajectory-level "
-        f"coefficient {COEF} for VEPO, its normalised variant, the sequence bonus and Differential "
-        "Smoothing (both gammas); TRL's own token-entropy bonus at 0.01; clip-higher at "
-        "epsilon_high 0.28. The effective-entropy definition, its gradient weights and DS's "
+        f"evaluation samples per problem; {cfg.n_heldout} problems held out. Each method's own "
+        "coefficient, chosen by one rule on search seeds disjoint from these (seeds/vepo.md): "
+        + ", ".join(f"{m} {c:g}" for m, c in COEFS.items())
+        + "; clip-higher at epsilon_high 0.28. Null arm of the negative controls: VEPO with its "
+        "term's sign flipped. The effective-entropy definition, its gradient weights and DS's "
         "coefficients are ours (seeds/vepo.md)."
     )

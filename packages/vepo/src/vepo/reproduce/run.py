@@ -1,5 +1,5 @@
 """The measurements: a tiny LM warmed up on Countdown, then every method of
-:data:`vepo.rl.METHODS` from the same weights with the same sample budget, over replicate seeds,
+:data:`vepo.rl.METHODS` and every null arm of :data:`vepo.rl.NULL_ARMS` from the same weights with the same sample budget, over replicate seeds,
 each evaluated on the RL problems (pass@k, distinct valid solutions, entropies) and on held-out
 ones."""
 
@@ -14,7 +14,7 @@ from paper_common.device import pinned_threads
 from paper_common.experiment import replicate_seeds
 from vepo.metrics import evaluate_policy
 from vepo.reproduce.scales import Scale
-from vepo.rl import METHODS, train_rl, warmup
+from vepo.rl import METHODS, NULL_ARMS, train_rl, warmup
 from vepo.tasks import countdown
 
 __all__ = ["Results", "ks", "measure"]
@@ -63,10 +63,11 @@ def _run(args: tuple[Any, ...]) -> dict[str, Any]:
 def measure(cfg: Scale, seed: int) -> Results:
     """Warm up on ``cfg.n_warmup`` problems, then run every method for every replicate seed."""
     if cfg.model:
-        raise RuntimeError(
-            f"scale 'full' ({cfg.model} on Countdown) needs a GPU and the hub: build the model "
-            "with AutoModelForCausalLM.from_pretrained and call vepo.rl.train_rl with this "
-            "scale's budgets"
+        raise NotImplementedError(
+            f"scale 'full' ({cfg.model} on Countdown) is a plan, not implemented: reproduce only "
+            "trains the in-process tiny LM (no code here loads a hub model, formats chat prompts "
+            "or evaluates it). To run it: load the model with AutoModelForCausalLM."
+            "from_pretrained on a GPU and call vepo.rl.train_rl with this scale's budgets"
         )
     problems = countdown(cfg.n_warmup + cfg.n_rl + cfg.n_heldout, seed=seed)
     warm = problems[: cfg.n_warmup]
@@ -76,6 +77,7 @@ def measure(cfg: Scale, seed: int) -> Results:
     k = ks(cfg.eval_samples)
     base = evaluate_policy(model, tok, rl_set, n=cfg.eval_samples, ks=k, seed=999)
     seeds = replicate_seeds(seed, cfg.seeds)
-    jobs = [(model, tok, rl_set, heldout, m, s, cfg) for s in seeds for m in METHODS]
+    arms = [*METHODS, *NULL_ARMS]  # the null arms feed the negative controls
+    jobs = [(model, tok, rl_set, heldout, m, s, cfg) for s in seeds for m in arms]
     runs = map_jobs(_job, jobs, cfg.workers, start_method="spawn")
     return Results(runs, base, seeds, k)
