@@ -191,3 +191,32 @@ def test_method_lora_config_keeps_its_rule():
     assert cfg.alpha_pattern == {"out": pytest.approx(128.0)}
     with pytest.raises(ValueError, match="unknown"):
         Method("standard").lora_config(2, ["proj"], rank=3)
+
+
+def test_alpha_pattern_regex_keys_are_resolved_per_module():
+    """Review of issue 44: peft matches alpha_pattern / rank_pattern keys as regexes in order, but
+    the check matched keys exactly. A regex key that is on the law for the module it reaches was
+    rejected; a caller's key placed before the rank-derived ones shadowed them (the module got
+    alpha at the wrong rank, silently); a regex key off the law passed the exact-match check."""
+    law = lambda k: 32 * math.sqrt(k)  # noqa: E731
+    # on the law for "out" at rank 16, through a regex: accepted, and out is on the law
+    cfg = LoraAlphaConfig(4, c=32, target_modules=["proj", "out"],
+                          lora_kwargs={"rank_pattern": {"out": 16}, "alpha_pattern": {".*ut": law(16)}})  # fmt: skip
+    scales = _scales(get_lora_alpha_model(Toy(), cfg))
+    assert scales["out"] == pytest.approx(32 / 4)
+    assert scales["proj"] == pytest.approx(32 / 2)
+    # "o.t" (alpha at rank 4) used to come first and shadow "out" (rank 16): out got 64 / 16
+    cfg = LoraAlphaConfig(4, c=32, target_modules=["proj", "out"],
+                          lora_kwargs={"rank_pattern": {"out": 16}, "alpha_pattern": {"o.t": law(4)}})  # fmt: skip
+    model = get_lora_alpha_model(Toy(), cfg)  # rank-derived keys first: out stays on the law
+    assert _scales(model)["out"] == pytest.approx(32 / 4)
+    # a regex key off the law for the module it reaches: caught after wrapping
+    cfg = LoraAlphaConfig(4, c=32, target_modules=["proj", "out"],
+                          lora_kwargs={"rank_pattern": {"out": 16}, "alpha_pattern": {"pr.j": 999.0}})  # fmt: skip
+    with pytest.raises(ValueError, match=r"proj.*off the rule"):
+        get_lora_alpha_model(Toy(), cfg)
+    std = Method("standard")
+    peft_cfg = std.lora_config(4, ["proj", "out"], rank_pattern={"out": 16},
+                               alpha_pattern={"pr.j": 999.0})  # fmt: skip
+    with pytest.raises(ValueError, match="off the rule"):
+        get_lora_alpha_model(Toy(), peft_cfg, alpha_of_rank=std.lora_alpha)

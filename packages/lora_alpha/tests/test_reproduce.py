@@ -2,7 +2,6 @@ import math
 
 import numpy as np
 import pytest
-import torch
 
 from lora_alpha.reproduce import reproduce
 from lora_alpha.reproduce.claims import (
@@ -10,16 +9,16 @@ from lora_alpha.reproduce.claims import (
     drift_flat_claim,
     drift_rise_claim,
     exponent_claim,
-    fold_interval,
     heuristic_claim,
     permuted_ranks,
+    recipe_claim,
     score_gap_claim,
+    worst_score,
 )
-from lora_alpha.reproduce.run import planted_drift_fold, tuned, win
+from lora_alpha.reproduce.run import tuned, win
 from lora_alpha.sweep import PowerLawFit, SweepResult, fit_optimal_alpha
 from lora_alpha.train import RunResult
 from paper_common import Report
-from paper_common.stats import ConfidenceInterval
 
 
 def test_smoke_reproduce_writes_a_report(tmp_path):
@@ -67,77 +66,138 @@ def _irows(base, alpha_k, lr_k, scores=(0.1, 0.8, 0.5), k=4):
 
 
 BASE = [1.0, 1.02, 0.98]
-PLANTED = {"a": [1.5, 1.45, 1.52], "b": [1.6, 1.5, 1.55]}
+
+
+def _ctrl(b_alpha, b_lr, push, scores=(0.5, 0.5), k=4):
+    """Control rows of one task: B-only alpha x k and lr x k (drift ratios, scores) and the pushed
+    base run (drift ratios), one entry per seed."""
+    rows = {"b_only": [], "push": []}
+    for s, (a, l_, p) in enumerate(zip(b_alpha, b_lr, push, strict=True)):
+        sc = [x[s] if isinstance(x, list) else x for x in scores]
+        rows["b_only"] += [{"kind": "alpha", "factor": k, "seed": s, "score": sc[0],
+                            "diverged": False, "drift_ratio_full_ft": a},
+                           {"kind": "lr", "factor": k, "seed": s, "score": sc[1],
+                            "diverged": False, "drift_ratio_full_ft": l_}]  # fmt: skip
+        rows["push"] += [{"kind": kind, "factor": 1, "seed": s, "score": 0.3, "diverged": False,
+                          "drift_ratio_full_ft": p} for kind in ("lr", "alpha")]  # fmt: skip
+    return rows
+
+
+EQUAL = [1.0, 1.0001, 0.9999]  # B only: the two arms train the same dW (up to Adam's eps)
+RISE = [1.6, 1.5, 1.55]  # the off-task push raises the drift ratio
+GOOD = {t: _ctrl([x * 1.05 for x in BASE], [x * 1.05 for x in EQUAL], RISE) for t in "ab"}
 
 
 def test_drift_claims_split_the_lr_series_out_of_the_negative_control():
     """Issue 43 flagged the drift claim DEFECT: its negative control was the lr series, the claim's
-    own second half, and it came out flat too. Now 2a (alpha flat) has a planted off-task
-    component as its null and 2b (lr rises more than alpha) is a claim of its own: a flat lr
-    series refutes 2b, with no DEFECT anywhere."""
+    own second half, and it came out flat too. Now 2a (alpha does not raise the drift) and 2b (lr
+    raises it more than alpha) are claims of their own: a flat lr series refutes 2b."""
     flat = [x * 1.05 for x in BASE]
     both_flat = {"a": _irows(BASE, flat, flat), "b": _irows(BASE, flat, flat)}
-    a = drift_flat_claim(both_flat, PLANTED, 4)
+    a = drift_flat_claim(both_flat, GOOD, 4)
     assert a.verdict == "supported"
     assert a.negative.verdict == "refuted"
     assert a.positive.passed
-    b = drift_rise_claim(both_flat, PLANTED, 4)
+    b = drift_rise_claim(both_flat, GOOD, 4)
     assert b.verdict == "refuted"
     assert not b.defect
     assert not a.defect
     rises = {t: _irows(BASE, flat, [3 * x for x in BASE]) for t in ("a", "b")}
-    up = drift_rise_claim(rises, PLANTED, 4)
+    up = drift_rise_claim(rises, GOOD, 4)
     assert up.verdict == "supported"
-    assert up.negative.verdict == "refuted"  # the alpha arm against itself, seeds rotated
+    assert up.negative.verdict == "refuted"  # B only: the two arms train the same dW
+    assert up.positive.passed  # the push shows as a rise
+
+
+def test_drift_controls_are_measured_runs_not_constants():
+    """Review of issue 44: the old controls were true by construction (a self-null of seed s vs
+    s - 1 has geometric mean 1; the planted fold is >= ~1.4 whatever the data). The controls are
+    now runs: B only (must show no lr-vs-alpha rise) and an off-task push (must show a rise). When
+    those runs misbehave, the controls say so."""
+    rises = {t: _irows(BASE, BASE, [3 * x for x in BASE]) for t in "ab"}
+    flat = {t: _irows(BASE, BASE, BASE) for t in "ab"}
+    # B only rising like the real lr arm: the testbed cannot tell the arms apart -> 2b's negative
+    # control is not refuted (a DEFECT), and 2a's positive control fails
+    broken = {t: _ctrl(BASE, [3 * x for x in BASE], RISE) for t in "ab"}
+    up = drift_rise_claim(rises, broken, 4)
+    assert up.negative.verdict == "supported"
+    assert up.defect
+    assert not drift_flat_claim(flat, broken, 4).positive.passed
+    # a push that does not raise the drift: 2b's positive control fails (inconclusive), and 2a's
+    # negative control is not refuted
+    weak = {t: _ctrl(BASE, EQUAL, [1.0, 1.01, 0.99]) for t in "ab"}
+    up = drift_rise_claim(rises, weak, 4)
+    assert not up.positive.passed
+    assert up.verdict == "inconclusive"
+    assert drift_flat_claim(flat, weak, 4).negative.verdict != "refuted"
+
+
+def test_drift_flat_claim_is_one_sided():
+    """The paper: alpha grows "without increasing the drift ratio". A drift ratio that halves is
+    no increase (supported); the old two-sided fold max(x, 1/x) = 2 refuted it."""
+    half = {t: _irows(BASE, [0.5 * x for x in BASE], BASE) for t in "ab"}
+    claim = drift_flat_claim(half, GOOD, 4)
+    assert claim.verdict == "supported"
+    assert claim.value == pytest.approx(0.5, rel=0.05)
+    up = {t: _irows(BASE, [2.0 * x for x in BASE], BASE) for t in "ab"}
+    assert drift_flat_claim(up, GOOD, 4).verdict == "refuted"
 
 
 def test_drift_claims_with_an_undefined_ratio_are_not_measured():
     for base in (0.0, math.inf, math.nan):  # the base run's ratio: only 2a divides by it
         rows = {"a": _irows([base, 1.0, 1.0], BASE, BASE), "b": _irows(BASE, BASE, BASE)}
-        claim = drift_flat_claim(rows, PLANTED, 4)
+        claim = drift_flat_claim(rows, GOOD, 4)
         assert claim.verdict == "inconclusive"
         assert claim.missing_parts() == []
     rows = {"a": _irows(BASE, [math.nan, 1.0, 1.0], BASE), "b": _irows(BASE, BASE, BASE)}
-    for claim in (drift_flat_claim(rows, PLANTED, 4), drift_rise_claim(rows, PLANTED, 4)):
+    for claim in (drift_flat_claim(rows, GOOD, 4), drift_rise_claim(rows, GOOD, 4)):
         assert claim.verdict == "inconclusive"  # a zero update (NaN ratio): not measured
         assert claim.value is None
         assert claim.missing_parts() == []
     # an lr run that diverged at every seed (drift +inf): the lr series rose without bound
     inf = {t: _irows(BASE, BASE, [math.inf] * 3) for t in ("a", "b")}
-    assert drift_rise_claim(inf, PLANTED, 4).verdict == "supported"
-    # an alpha run that diverged: not flat
+    assert drift_rise_claim(inf, GOOD, 4).verdict == "supported"
+    # an alpha run that diverged: its drift rose
     inf = {t: _irows(BASE, [math.inf] * 3, BASE) for t in ("a", "b")}
-    assert drift_flat_claim(inf, PLANTED, 4).verdict == "refuted"
+    assert drift_flat_claim(inf, GOOD, 4).verdict == "refuted"
 
 
 def test_score_gap_claim_needs_three_seeds_and_a_margin():
     good = {t: _irows(BASE, BASE, BASE, (0.1, [0.80, 0.802, 0.798], 0.5)) for t in ("a", "b")}
-    claim = score_gap_claim(good, 4)
+    claim = score_gap_claim(good, GOOD, 4)
     assert claim.verdict == "supported"
-    assert claim.negative.verdict == "refuted"  # self-null: no gap by construction
+    assert claim.negative.verdict == "refuted"  # B only: the arms train the same dW
     tie = {t: _irows(BASE, BASE, BASE, (0.1, [0.5, 0.502, 0.498], 0.5)) for t in ("a", "b")}
-    assert score_gap_claim(tie, 4).verdict == "refuted"
+    assert score_gap_claim(tie, GOOD, 4).verdict == "refuted"
     two = {t: [r for r in _irows(BASE, BASE, BASE) if r["seed"] < 2] for t in ("a", "b")}
-    claim = score_gap_claim(two, 4)
+    claim = score_gap_claim(two, GOOD, 4)
     assert claim.verdict == "inconclusive"
     assert claim.interval.startswith("missing")
     assert claim.missing_parts() == []
 
 
-def test_fold_interval_planted():
-    ci = fold_interval(ConfidenceInterval(1.1, 0.9, 1.3, 0.95))
-    assert (ci.low, ci.high) == (1.0, pytest.approx(1 / 0.9 if 1 / 0.9 > 1.3 else 1.3))
-    ci = fold_interval(ConfidenceInterval(0.5, 0.4, 0.6, 0.95))
-    assert (ci.low, ci.high) == (pytest.approx(1 / 0.6), pytest.approx(2.5))
+def test_score_gap_controls_run_through_training_and_use_the_margin():
+    """Review of issue 44: the self-null (alpha arm vs itself, seeds rotated) has mean 0 by
+    construction; the negative control is now the B-only gap, which a broken testbed moves. The
+    positive control asks for the claim's own margin (0.02), not any gain."""
+    good = {t: _irows(BASE, BASE, BASE, (0.1, [0.80, 0.802, 0.798], 0.5)) for t in "ab"}
+    gap = {t: _ctrl(EQUAL, EQUAL, RISE, scores=([0.8, 0.81, 0.79], 0.5)) for t in "ab"}
+    claim = score_gap_claim(good, gap, 4)
+    assert claim.negative.verdict == "supported"  # the B-only arms differ: not a valid null
+    assert claim.defect
+    small = {t: _irows(BASE, BASE, BASE, (0.5, [0.80, 0.802, 0.798], [0.51, 0.512, 0.508]))
+             for t in "ab"}  # fmt: skip
+    assert not score_gap_claim(small, GOOD, 4).positive.passed  # a gain of 0.01 < 0.02
 
 
-def test_planted_drift_raises_the_drift_ratio_and_keeps_the_signal():
-    torch.manual_seed(0)
-    ref = {"x": torch.randn(6, 5), "y": torch.randn(3, 4)}
-    delta = {k: 0.8 * v + 0.3 * torch.randn_like(v) for k, v in ref.items()}
-    fold = planted_drift_fold(delta, ref, seed=0)
-    assert fold > 1.4
-    assert planted_drift_fold(delta, ref, seed=0) == fold  # seeded
+def test_a_diverged_run_scores_the_tasks_worst_score():
+    """A diverged run used to score 0, above a finite regression score of -0.5: lr x k blowing up
+    beat alpha x k's bad but finite run. It now counts as the task's worst score."""
+    rows = _irows(BASE, BASE, BASE, (0.1, [-0.5, -0.6, -0.4], [-math.inf] * 3))
+    claim = score_gap_claim({t: rows for t in "ab"}, GOOD, 4)
+    assert claim.value >= 0.0  # alpha's -0.5 is no worse than the blow-up (its floor: -0.6)
+    assert worst_score(rows) == pytest.approx(-0.6)
+    assert worst_score([{"score": 0.7}, {"score": -math.inf}]) == 0.0
 
 
 def _run(lr: float, score: float, loss: float, diverged: bool = False, val=True) -> RunResult:
@@ -147,8 +207,8 @@ def _run(lr: float, score: float, loss: float, diverged: bool = False, val=True)
 
 
 def test_tuned_run_never_is_a_diverged_one_and_ties_go_to_the_smallest_lr():
-    # a regression run can score below 0 (worse than the start); a diverged run scores 0 by rule
-    runs = [_run(1e-4, -0.2, 2.0), _run(1e-2, 0.0, math.inf, diverged=True)]
+    # a regression run can score below 0 (worse than the start); a diverged run scores -inf
+    runs = [_run(1e-4, -0.2, 2.0), _run(1e-2, -math.inf, math.inf, diverged=True)]
     assert tuned(runs).lr == 1e-4
     assert tuned(runs[::-1]).lr == 1e-4
     ties = [_run(1e-3, 0.5, 1.0), _run(1e-4, 0.5, 1.0), _run(1e-2, 0.5, 1.0)]
@@ -196,7 +256,7 @@ def test_drift_positive_control_keeps_a_nan_base_whatever_the_task_order():
     for tasks in (("a", "b"), ("b", "a")):
         rows = {"a": _irows(BASE, BASE, BASE), "b": _irows(BASE, [math.nan, 1.0, 1.0], BASE)}
         for make in (drift_flat_claim, drift_rise_claim):
-            claim = make({t: rows[t] for t in tasks}, PLANTED, 4)
+            claim = make({t: rows[t] for t in tasks}, GOOD, 4)
             assert not claim.positive.passed
             assert claim.verdict == "inconclusive"
 
@@ -272,3 +332,51 @@ def test_tuned_baseline_picks_its_lr_on_validation_not_test():
         tuned(
             [_run(1e-3, 0.5, 1.0, val=False)]
         )  # no validation metrics: no silent fallback to test
+
+
+def test_the_papers_recipe_is_pinned():
+    """Review of issue 44: the recipe constants had no test. The paper's recipe (as the issue
+    describes it): alpha = 256 sqrt(r), AdamW, lr 2e-5; ours a variant; the sweep's optimum located
+    on validation loss (SELECT = "loss" would pick on the test split it reports)."""
+    from lora_alpha.config import OURS_C, OURS_LR, PAPER_C, PAPER_LR
+    from lora_alpha.reproduce.run import BASE_ALPHA, BASE_LR, RECIPES, SELECT
+
+    assert (PAPER_C, PAPER_LR) == (256.0, 2e-5)
+    assert RECIPES == {"paper": (256.0, 2e-5), "ours": (OURS_C, OURS_LR)}
+    assert (OURS_C, OURS_LR) == (128.0, 1e-4)
+    assert (BASE_LR, BASE_ALPHA) == (2e-5, 16.0)
+    assert SELECT == "val_loss"
+    assert SELECT.startswith("val_")
+
+
+def _cell(task, r, method, score, tuned_, recipe="tuned"):
+    return {"task": task, "r": r, "method": method, "score": score, "tuned": tuned_,
+            "recipe": recipe, "score at paper lr": score, "score at ours lr": score}  # fmt: skip
+
+
+def test_recipe_claim_positive_control_is_against_the_base_model():
+    """Review of issue 44: "best tuned score > 0" means nothing for accuracy (chance ~0.55). The
+    baselines must beat the base model's score by more than the margin."""
+    compare = [_cell("cls", 4, "standard (alpha=16)", 0.56, True),
+               _cell("cls", 4, "rsLoRA (alpha=16)", 0.55, True),
+               _cell("cls", 4, "LoRA-alpha (c=256)", 0.56, False, "paper"),
+               _cell("cls", 4, "LoRA-alpha (c=128)", 0.56, False, "ours")]  # fmt: skip
+    claim = recipe_claim(compare, ["cls"], "paper", {"cls": 0.55})
+    assert not claim.positive.passed  # 0.56 - 0.55 < 0.02: the baselines did not learn
+    assert recipe_claim(compare, ["cls"], "paper", {"cls": 0.3}).positive.passed
+    assert recipe_claim(compare, ["cls"], "paper").positive.missing
+
+
+def test_library_defaults_pick_on_validation():
+    """Review of issue 44: optimal_alpha / fit_optimal_alpha defaulted to metric="loss" (test) and
+    sweep to validate=False."""
+    import inspect
+
+    from lora_alpha.sweep import sweep
+
+    assert inspect.signature(sweep).parameters["validate"].default is True
+    assert inspect.signature(fit_optimal_alpha).parameters["metric"].default == "val_loss"
+    assert inspect.signature(SweepResult.optimal_alpha).parameters["metric"].default == "val_loss"
+    rows = [{"r": 1, "alpha": 16.0, "lr": 1e-3, "seed": 0, "loss": 1.0}]
+    with pytest.raises(ValueError, match="validate=True"):
+        SweepResult(rows).optimal_alpha()

@@ -37,13 +37,13 @@ def test_fit_optimal_alpha_on_planted_surface():
                     {"r": r, "alpha": a, "lr": 1e-4, "seed": s, "loss": loss, "score": -loss}
                 )
     res = SweepResult(rows)
-    fit = fit_optimal_alpha(res, n_boot=200)
+    fit = fit_optimal_alpha(res, "loss", n_boot=200)
     assert fit.exponent == pytest.approx(0.5, abs=0.05)
     assert fit.coefficient == pytest.approx(30, rel=0.2)
     # score is maximised where loss is minimised
     assert fit_optimal_alpha(res, "score", n_boot=0).exponent == pytest.approx(fit.exponent)
     with pytest.raises(ValueError, match="lr"):
-        res.optimal_alpha(lr=0.5)
+        res.optimal_alpha("loss", lr=0.5)
 
 
 def test_sweep_runs_the_grid():
@@ -106,27 +106,27 @@ def test_fit_optimal_alpha_leaves_out_ranks_where_every_alpha_diverged():
                     loss = np.inf  # planted: every alpha diverged at rank 64
                 rows.append({"r": r, "alpha": a, "lr": 1e-4, "seed": s, "loss": loss})
     res = SweepResult(rows)
-    assert np.isnan(res.optimal_alpha()[64])
-    fit = fit_optimal_alpha(res, n_boot=50)
+    assert np.isnan(res.optimal_alpha("loss")[64])
+    fit = fit_optimal_alpha(res, "loss", n_boot=50)
     assert fit.excluded == (64.0,)
     assert fit.exponent == pytest.approx(0.5, abs=0.05)
     assert fit.n_boot == 50
     few = SweepResult([row for row in rows if row["r"] in (1, 64)])
-    empty = fit_optimal_alpha(few, n_boot=10)
+    empty = fit_optimal_alpha(few, "loss", n_boot=10)
     assert not empty.defined
     assert empty.excluded == (64.0,)
 
 
 class _SecondRunBlowsUp(RegressionTask):
-    """Planted: the second run's test evaluation (scaling_interaction runs lr x 1, then lr x 10)
-    is a finite but absurd loss (a finite blow-up)."""
+    """Planted: the second run's final test evaluation (scaling_interaction runs lr x 1, then lr x
+    10; each run evaluates before and after training) is a finite but absurd loss."""
 
     calls = 0
 
     def evaluate(self, model, split="test"):
         out = super().evaluate(model, split)
         self.calls += 1
-        return {**out, "loss": 2.6e14} if self.calls == 2 else out
+        return {**out, "loss": 2.6e14} if self.calls == 4 else out
 
 
 def test_a_finite_blow_up_is_censored_in_the_drift_ratio():

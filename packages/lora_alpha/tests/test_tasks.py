@@ -7,11 +7,13 @@ from lora_alpha import (
     CausalLMTask,
     ClassificationTask,
     KnowledgeInjectionTask,
+    OffTaskPush,
     RegressionTask,
     finetune,
     lora_alpha,
     standard,
 )
+from lora_alpha.train import DIVERGENCE_WINDOW
 from paper_common.lm import build_tokenizer, fact_lm, tiny_causal_lm
 
 LM_STEPS, CUTOFF = 40, 2016  # the smoke reproduce's fact LM (trained once, cached)
@@ -129,7 +131,7 @@ def test_a_diverged_run_counts_as_inf_loss_and_zero_score():
     assert run.diverged
     assert len(run.losses) == 3
     assert run.loss == math.inf
-    assert run.score == 0.0
+    assert run.score == -math.inf  # the worst score (0 ranked above finite negative scores)
     assert math.isnan(run.metrics["relative_mse"])
     # planted: weights turned NaN on the last step, seen only by the evaluation (NaN loss and
     # score: the regression score used to stay NaN, which no max() over runs can order)
@@ -137,7 +139,7 @@ def test_a_diverged_run_counts_as_inf_loss_and_zero_score():
     run = finetune(task, standard(), r=2, lr=1e-3, steps=5, batch_size=16)
     assert run.diverged
     assert run.loss == math.inf
-    assert run.score == 0.0  # the documented rule, not NaN (which no ranking can order)
+    assert run.score == -math.inf  # the documented rule, not NaN (which no ranking can order)
     assert math.isnan(run.metrics["relative_mse"])  # not measured
 
 
@@ -145,11 +147,16 @@ def test_a_diverged_run_counts_as_inf_loss_and_zero_score():
 
 
 class _BlowsUpFinite(RegressionTask):
-    """Planted: the final evaluation reports a finite but absurd loss (2.6e14, as a quick sweep
-    run did), which the old rule (only non-finite counts) left unflagged."""
+    """Planted: the final evaluation (after training) reports a finite but absurd loss (2.6e14, as
+    a quick sweep run did), which the old rule (only non-finite counts) left unflagged."""
+
+    calls = 0
 
     def evaluate(self, model, split="test"):
+        self.calls += 1
         out = super().evaluate(model, split)
+        if self.calls == 1:  # before training
+            return out
         return {**out, "loss": 2.6e14, "score": 1.0 - 2.6e14 / self._initial_mse}
 
 
@@ -170,10 +177,10 @@ def test_a_finite_blow_up_is_flagged_as_diverged():
     run = finetune(_BlowsUpFinite(**SMALL), standard(), r=2, lr=1e-3, steps=5, batch_size=16)
     assert run.diverged
     assert run.loss == math.inf
-    assert run.score == 0.0
+    assert run.score == -math.inf
     run = finetune(_TrainLossBlowsUp(**SMALL), standard(), r=2, lr=1e-3, steps=20, batch_size=16)
     assert run.diverged
-    assert len(run.losses) == 3
+    assert len(run.losses) == 3 + DIVERGENCE_WINDOW - 1  # stopped once the blow-up was sustained
     ok = finetune(RegressionTask(**SMALL), standard(), r=2, lr=1e-3, steps=5, batch_size=16)
     assert not ok.diverged
     with pytest.raises(ValueError, match="divergence_factor"):
@@ -192,3 +199,79 @@ def test_regression_has_a_validation_split_apart_from_test():
     run = finetune(task, standard(), r=2, lr=1e-3, steps=5, batch_size=16, validate=True)
     assert set(run.val_metrics) >= {"loss", "score"}
     assert run.val_metrics["loss"] != pytest.approx(run.loss)
+
+
+class _Spike(RegressionTask):
+    """Planted: training batches 2-4 come back 1e6 times larger (a spike), then the loss recovers;
+    the old rule stopped such runs at step 1-2 though, unstopped, they finish fine."""
+
+    calls = 0
+
+    def loss(self, model, batch):
+        self.calls += 1
+        return super().loss(model, batch) * (1e6 if 2 <= self.calls <= 4 else 1.0)
+
+
+class _EasyTraining(RegressionTask):
+    """Planted: the base model nearly fits the training batches (their loss is 1e-4 of the true
+    one) but not the test split; the old rule compared the test loss with 100x the first TRAINING
+    loss and flagged a healthy run."""
+
+    def loss(self, model, batch):
+        return super().loss(model, batch) * 1e-4
+
+
+def test_recovering_spikes_and_train_test_gaps_are_not_divergence():
+    run = finetune(_Spike(**SMALL), standard(), r=2, lr=1e-3, steps=20, batch_size=16)
+    assert not run.diverged
+    assert len(run.losses) == 20
+    assert math.isfinite(run.loss)
+    run = finetune(_EasyTraining(**SMALL), standard(), r=2, lr=1e-3, steps=5, batch_size=16,
+                   validate=True)  # fmt: skip
+    assert not run.diverged
+    assert math.isfinite(run.loss)
+    assert math.isfinite(run.val_metrics["loss"])
+
+
+def test_b_only_makes_alpha_x_k_and_lr_x_k_the_same_update():
+    """With lora_A frozen and Adam without weight decay, alpha x k and lr x k train the same dW up
+    to Adam's eps: the negative control of the alpha-vs-lr claims. With A trained they differ."""
+    task = RegressionTask(**SMALL)
+    kw = {"r": 2, "steps": 30, "batch_size": 16, "seed": 0, "keep_delta": True}
+    a = finetune(task, standard(64.0), lr=1e-3, freeze_a=True, **kw).delta
+    b = finetune(task, standard(16.0), lr=4e-3, freeze_a=True, **kw).delta
+    rel = max(float((a[k] - b[k]).norm() / b[k].norm()) for k in a)
+    assert rel < 1e-3
+    a = finetune(task, standard(64.0), lr=1e-3, **kw).delta
+    b = finetune(task, standard(16.0), lr=4e-3, **kw).delta
+    assert max(float((a[k] - b[k]).norm() / b[k].norm()) for k in a) > 0.05
+
+
+def test_off_task_push_plants_a_second_shift_every_other_batch():
+    task = RegressionTask(**SMALL)
+    push = OffTaskPush(task, every=2, seed=0)
+    plain, pushed = task.batches(16, 0), push.batches(16, 0)
+    for i in range(4):
+        (x, y), (px, py) = next(plain), next(pushed)
+        assert torch.equal(x, px)
+        assert torch.equal(y, py) == (i % 2 == 0)
+    again = OffTaskPush(task, every=2, seed=0).batches(16, 0)
+    pushed = OffTaskPush(task, every=2, seed=0).batches(16, 0)
+    assert all(torch.equal(next(again)[1], next(pushed)[1]) for _ in range(3))  # seeded
+    assert push.name == task.name
+    assert push.evaluate(task.base_model()) == task.evaluate(task.base_model())
+    with pytest.raises(ValueError, match="every"):
+        OffTaskPush(task, every=0)
+
+
+def test_classification_validation_and_test_share_no_prompt(world):
+    """Review of issue 44: the true claims were the same prompts in train, test and validation
+    (validation was 56% test). Now a seeded half of the true claims is scored on test, the other
+    half on validation; the false claims carry distractors never trained on, apart per split."""
+    task = ClassificationTask(world, LM_STEPS, CUTOFF)
+    test, val = set(task.prompts["test"]), set(task.prompts["validation"])
+    assert test
+    assert val
+    assert not test & val
+    assert task._val["labels"].sum() > 0  # validation has true claims
+    assert task._test["labels"].sum() > 0

@@ -22,7 +22,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -93,22 +93,55 @@ def law_patterns(
     """``lora_kwargs`` with an ``alpha_pattern`` that keeps every module on the rule.
 
     Each ``rank_pattern`` entry gets ``alpha_of_rank(its rank)``; an ``alpha_pattern`` the caller
-    passes must already agree with the rule (within 1e-9 relative) for the module's rank
-    (``rank_pattern[key]`` when the key is there, else ``r``), or a ``ValueError`` names it.
+    passes must agree with the rule (within 1e-9 relative) at the rank of every module it reaches.
+    peft matches both patterns' keys as regexes, the first match winning, so the rank-derived keys
+    go first; a caller's key is checked here when its rank is known (a ``rank_pattern`` key, or no
+    ``rank_pattern``) and otherwise by :func:`check_scaling` once the model is wrapped.
     """
     ranks = dict(lora_kwargs.get("rank_pattern") or {})
     given = dict(lora_kwargs.get("alpha_pattern") or {})
     for key, a in given.items():
-        want = alpha_of_rank(ranks.get(key, r))
-        if not (isinstance(a, int | float) and math.isclose(a, want, rel_tol=1e-9)):
-            raise ValueError(
-                f"alpha_pattern[{key!r}] = {a!r} breaks the rule {rule} (expected {want:g} at rank "
-                f"{ranks.get(key, r)}); leave alpha_pattern out: it is set from rank_pattern"
-            )
+        if not (isinstance(a, int | float) and math.isfinite(a) and a > 0):
+            raise ValueError(f"alpha_pattern[{key!r}] must be a finite number > 0; got {a!r}")
+        # known before wrapping: a key of rank_pattern itself, or any key when every module has
+        # rank r; a regex key that may reach a rank_pattern module is checked after wrapping
+        if key in ranks or not ranks:
+            rk = ranks.get(key, r)
+            if not math.isclose(a, alpha_of_rank(rk), rel_tol=1e-9):
+                raise ValueError(
+                    f"alpha_pattern[{key!r}] = {a!r} breaks the rule {rule} (expected "
+                    f"{alpha_of_rank(rk):g} at rank {rk}); leave alpha_pattern out: it is set "
+                    "from rank_pattern"
+                )
     if not ranks and not given:
         return dict(lora_kwargs)
-    pattern = {**given, **{key: alpha_of_rank(rk) for key, rk in ranks.items()}}
+    # peft matches pattern keys as regexes, the first match winning: the rank-derived keys go
+    # first; whatever module a caller's key reaches is checked after wrapping (check_scaling)
+    pattern = {**{key: alpha_of_rank(rk) for key, rk in ranks.items()}, **given}
     return {**lora_kwargs, "alpha_pattern": pattern}
+
+
+def check_scaling(model: Any, alpha_of_rank: Callable[[int], float], rule: str = "") -> None:
+    """Check every LoRA layer of a wrapped ``model`` against the rule at its own rank: its
+    ``scaling`` must be ``alpha_of_rank(r) / r`` (``/ sqrt(r)`` under rsLoRA), however peft
+    resolved ``rank_pattern`` and ``alpha_pattern`` (regex keys, first match wins). A layer off
+    the rule raises a ``ValueError`` naming it."""
+    for name, module in model.named_modules():
+        ranks, scales = getattr(module, "r", None), getattr(module, "scaling", None)
+        if not (isinstance(ranks, dict) and isinstance(scales, dict)):
+            continue
+        rslora = getattr(module, "use_rslora", {})
+        for adapter, rk in ranks.items():
+            if adapter not in scales:
+                continue
+            denom = math.sqrt(rk) if rslora.get(adapter, False) else rk
+            want = alpha_of_rank(rk) / denom
+            if not math.isclose(scales[adapter], want, rel_tol=1e-6):
+                raise ValueError(
+                    f"LoRA layer {name!r} (adapter {adapter!r}, rank {rk}) has scaling "
+                    f"{scales[adapter]:g}, off the rule {rule or 'of the config'} (expected "
+                    f"{want:g}): an alpha_pattern key reaches it"
+                )
 
 
 def alpha_from_law(r: int, c: float = DEFAULT_C, exponent: float = 0.5) -> float:
@@ -230,16 +263,25 @@ def _check_targets(model: nn.Module, targets: Sequence[str] | str | None) -> Non
         )
 
 
-def get_lora_alpha_model(model: nn.Module, config: LoraAlphaConfig | Any) -> Any:
+def get_lora_alpha_model(
+    model: nn.Module,
+    config: LoraAlphaConfig | Any,
+    alpha_of_rank: Callable[[int], float] | None = None,
+) -> Any:
     """Wrap ``model`` with peft LoRA adapters from a :class:`LoraAlphaConfig` or a ``LoraConfig``.
 
     Returns a ``peft.PeftModel`` whose only trainable parameters are the adapters (and
     ``modules_to_save``). Unknown ``target_modules`` raise a ``ValueError`` that lists the linear
-    layers the model has.
+    layers the model has. Every LoRA layer is checked against the scaling rule at its own rank
+    (:func:`check_scaling`): a :class:`LoraAlphaConfig`'s law, or ``alpha_of_rank`` when given.
     """
     from peft import LoraConfig, get_peft_model
 
+    rule = ""
     if isinstance(config, LoraAlphaConfig):
+        law = config
+        alpha_of_rank = lambda k: alpha_from_law(k, law.c, law.exponent)  # noqa: E731
+        rule = f"alpha = c * sqrt(r) with c = {law.c:g}"
         config = config.to_peft()
     if not isinstance(config, LoraConfig):
         raise TypeError(
@@ -257,4 +299,7 @@ def get_lora_alpha_model(model: nn.Module, config: LoraAlphaConfig | Any) -> Any
         warnings.filterwarnings(
             "ignore", message=".*is_gradient_checkpointing", category=FutureWarning
         )
-        return get_peft_model(model, config)
+        wrapped = get_peft_model(model, config)
+    if alpha_of_rank is not None:
+        check_scaling(wrapped, alpha_of_rank, rule)
+    return wrapped

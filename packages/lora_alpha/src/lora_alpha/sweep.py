@@ -48,7 +48,7 @@ class SweepResult:
         return sorted({row[key] for row in self.rows})
 
     def mean(self, metric: str = "loss") -> dict[tuple[int, float, float], float]:
-        """``{(r, alpha, lr): mean over seeds}``; a diverged run counts as ``inf`` loss / 0 score."""
+        """``{(r, alpha, lr): mean over seeds}``; a diverged run counts as ``inf`` loss / ``-inf`` score."""
         groups: dict[tuple[int, float, float], list[float]] = defaultdict(list)
         for row in self.rows:
             groups[(row["r"], row["alpha"], row["lr"])].append(float(row[metric]))
@@ -65,9 +65,10 @@ class SweepResult:
         return alphas, lrs, table
 
     def optimal_alpha(
-        self, metric: str = "loss", lr: float | None = None, refine: bool = True
+        self, metric: str = "val_loss", lr: float | None = None, refine: bool = True
     ) -> dict[int, float]:
-        """Best alpha per rank (at learning rate ``lr``; default: the smallest swept)."""
+        """Best alpha per rank (at learning rate ``lr``; default: the smallest swept), located on
+        ``metric`` (default: the validation loss; ``"loss"`` picks on the test split it reports)."""
         return _optimal_alpha(self.rows, metric, lr, refine)
 
     def table(self, metric: str = "loss") -> list[dict[str, Any]]:
@@ -81,6 +82,12 @@ class SweepResult:
 def _optimal_alpha(
     rows: list[dict[str, Any]], metric: str, lr: float | None, refine: bool
 ) -> dict[int, float]:
+    missing = [row for row in rows if metric not in row]
+    if missing:
+        raise ValueError(
+            f"metric {metric!r} is not in the sweep's rows (keys: {sorted(missing[0])}); the "
+            "validation metrics need sweep(..., validate=True); metric='loss' picks on test"
+        )
     lrs = sorted({row["lr"] for row in rows})
     lr = lrs[0] if lr is None else lr
     if lr not in lrs:
@@ -197,7 +204,7 @@ def _fit_defined(best: Mapping[int, float]) -> tuple[float, float, float] | None
 
 def fit_optimal_alpha(
     result: SweepResult,
-    metric: str = "loss",
+    metric: str = "val_loss",
     lr: float | None = None,
     n_boot: int = 1000,
     ci: float = 0.95,
@@ -246,14 +253,15 @@ def sweep(
     batch_size: int = 32,
     rule: str = "standard",
     progress: bool | None = None,
-    validate: bool = False,
+    validate: bool = True,
 ) -> SweepResult:
     """Fine-tune ``task`` at every ``(r, alpha, lr, seed)``; ``alpha`` is peft's ``lora_alpha``.
 
     ``rule="standard"`` applies ``alpha / r`` (the grid is in peft's usual units);
     ``rule="rslora"`` applies ``alpha / sqrt(r)``. ``progress``: a tqdm bar (None: only on a
-    terminal). ``validate=True`` adds the validation split's ``val_loss`` / ``val_score`` to each
-    row: locate optima on them (``optimal_alpha("val_loss")``), report the test metrics.
+    terminal). ``validate=True`` (the default) adds the validation split's ``val_loss`` / ``val_score``
+    to each row: optima are located on them (``optimal_alpha()``'s default), the test metrics are
+    reported; ``validate=False`` for a task without a validation split.
     """
     alphas = _positive("alpha_grid", alpha_grid)
     lrs = _positive("lr_grid", lr_grid)
@@ -294,6 +302,7 @@ def scaling_interaction(
     batch_size: int = 32,
     references: Mapping[str, Mapping[str, torch.Tensor]] | None = None,
     progress: bool | None = None,
+    freeze_a: bool = False,
 ) -> list[dict[str, Any]]:
     """From ``(alpha, lr)`` scale alpha by ``k`` or the learning rate by ``k`` (standard rule).
 
@@ -302,6 +311,8 @@ def scaling_interaction(
     update: ``drift_ratio_<name>`` and ``cosine_<name>``. With Adam, ``k * lr`` and ``k * alpha``
     would give the same ``dW`` trajectory only if ``A`` did not move; the table measures how far
     apart they are. A diverged run's drift ratio is ``+inf`` (censored) and its cosine NaN.
+    ``freeze_a=True`` trains ``B`` only: then (Adam, no weight decay) the two series give the same
+    ``dW`` up to Adam's eps, the control under which the two must not differ.
     """
     factors = _positive("factors", factors)
     runs = [(kind, k, s) for k in factors for kind in ("lr", "alpha") for s in seeds]
@@ -325,6 +336,7 @@ def scaling_interaction(
             batch_size=batch_size,
             seed=s,
             keep_delta=references is not None,
+            freeze_a=freeze_a,
         )
         row = {"kind": kind, "factor": k, "seed": s, "alpha": a, "lr": l_, **res.metrics}
         row["diverged"] = res.diverged

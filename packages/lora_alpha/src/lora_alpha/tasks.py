@@ -17,6 +17,7 @@ Any object with the same attributes works with :func:`lora_alpha.finetune` and
 from __future__ import annotations
 
 import copy
+import math
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -479,12 +480,21 @@ class ClassificationTask(SequenceClassificationTask):
         with torch.no_grad():
             model.score.weight.copy_(lm.get_output_embeddings().weight[ids])
         train = self.world.verification_items("all", t=cutoff, seed=seed)
-        fresh = self.world.verification_items("all", t=cutoff, seed=seed + 1)
         seen = {v.prompt for v in train}
-        test = [v for v in fresh if v.label or v.prompt not in seen]
+        # the true claims are the same in every draw: a seeded half goes to test, the other half to
+        # validation, so the two splits share no prompt (issue 44: they shared every true claim)
+        truths = sorted({v.prompt for v in train if v.label})
+        order = np.random.default_rng(seed).permutation(len(truths))
+        val_truths = {truths[i] for i in order[: len(truths) // 2]}
+        fresh = self.world.verification_items("all", t=cutoff, seed=seed + 1)
+        test = [v for v in fresh if (v.label and v.prompt not in val_truths)
+                or (not v.label and v.prompt not in seen)]  # fmt: skip
         tested = {v.prompt for v in test}
         other = self.world.verification_items("all", t=cutoff, seed=seed + 2)
-        val = [v for v in other if v.label or (v.prompt not in seen and v.prompt not in tested)]
+        val = [v for v in other if (v.label and v.prompt in val_truths)
+               or (not v.label and v.prompt not in seen and v.prompt not in tested)]  # fmt: skip
+        self.prompts = {"train": [v.prompt for v in train], "test": [v.prompt for v in test],
+                        "validation": [v.prompt for v in val]}  # fmt: skip
         super().__init__(
             model,
             tok,
@@ -492,3 +502,69 @@ class ClassificationTask(SequenceClassificationTask):
             ([v.prompt for v in test], [int(v.label) for v in test]),
             validation=([v.prompt for v in val], [int(v.label) for v in val]),
         )
+
+
+class OffTaskPush:
+    """``task`` with every ``every``-th training batch carrying a second planted shift: a training
+    signal the evaluation never asks for, so the update grows an off-task part (the drift ratio's
+    training-time control). Everything else (evaluation, reference batch, base model) is
+    ``task``'s.
+
+    The second shift, fixed by ``seed`` (ours):
+
+    * regression batches ``(x, y)``: targets ``y + x @ P``, ``P`` a Gaussian ``d_in x d_out`` map
+      with the training targets' scale;
+    * causal-LM batches (2-D ``labels``): every label token mapped through a fixed permutation of
+      the vocabulary (``-100`` kept);
+    * classification batches (1-D ``labels``): each prompt's label replaced by a fixed pseudo-random
+      one (a seeded hash of its token bag), ``n_labels`` classes.
+
+    Args:
+        task: the task to push.
+        every: every ``every``-th batch is pushed (``1``: all of them; >= 1).
+        seed: the planted shift.
+        n_labels: classes of a classification task.
+    """
+
+    def __init__(self, task: Task, every: int = 2, seed: int = 0, n_labels: int = 2) -> None:
+        if isinstance(every, bool) or not isinstance(every, int) or every < 1:
+            raise ValueError(f"every must be an int >= 1; got {every!r}")
+        if isinstance(n_labels, bool) or not isinstance(n_labels, int) or n_labels < 2:
+            raise ValueError(f"n_labels must be an int >= 2; got {n_labels!r}")
+        self.task, self.every, self.seed, self.n_labels = task, every, seed, n_labels
+        self._gen = torch.Generator().manual_seed(seed)
+        self._map: torch.Tensor | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "task":  # not set yet (copy, pickle): no recursion
+            raise AttributeError(name)
+        return getattr(self.task, name)
+
+    def batches(self, batch_size: int, seed: int) -> Iterator[Any]:
+        for i, batch in enumerate(self.task.batches(batch_size, seed)):
+            yield self.push(batch) if i % self.every == self.every - 1 else batch
+
+    def push(self, batch: Any) -> Any:
+        """``batch`` with the second shift planted (see the class)."""
+        if isinstance(batch, tuple):
+            x, y = batch
+            if self._map is None:
+                scale = float(self.task.reference_batch()[1].std())
+                p = torch.randn(x.shape[1], y.shape[1], generator=self._gen, dtype=x.dtype)
+                self._map = p * scale / math.sqrt(x.shape[1])
+            return x, y + x @ self._map
+        if not (isinstance(batch, Mapping) and "labels" in batch):
+            raise TypeError(f"cannot push a batch of type {type(batch).__name__}")
+        labels = batch["labels"]
+        if labels.dim() == 2:
+            if self._map is None:
+                self._map = torch.randperm(len(self.task.tokenizer), generator=self._gen)
+            pushed = torch.where(labels >= 0, self._map[labels.clamp(min=0)], labels)
+        else:
+            if self._map is None:
+                size = (len(self.task.tokenizer),)
+                self._map = torch.randint(0, self.n_labels, size, generator=self._gen)
+            mask = batch.get("attention_mask", torch.ones_like(batch["input_ids"]))
+            h = (self._map[batch["input_ids"]] * mask).sum(-1)  # a bag of tokens: padding-proof
+            pushed = torch.remainder(h, self.n_labels)
+        return {**batch, "labels": pushed}

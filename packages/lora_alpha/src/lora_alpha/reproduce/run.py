@@ -16,12 +16,17 @@ from lora_alpha.diagnostics import (
     SignalDriftCallback,
     full_finetune_delta,
     reference_gradient,
-    signal_drift,
     spectral_summary,
 )
 from lora_alpha.reproduce.scales import Scale
 from lora_alpha.sweep import PowerLawFit, SweepResult, fit_optimal_alpha, scaling_interaction, sweep
-from lora_alpha.tasks import ClassificationTask, KnowledgeInjectionTask, RegressionTask, Task
+from lora_alpha.tasks import (
+    ClassificationTask,
+    KnowledgeInjectionTask,
+    OffTaskPush,
+    RegressionTask,
+    Task,
+)
 from lora_alpha.train import RunResult, finetune
 from paper_common import Stopwatch
 
@@ -33,6 +38,9 @@ BASE_ALPHA = 16.0
 RECIPES = {"paper": (PAPER_C, PAPER_LR), "ours": (OURS_C, OURS_LR)}
 #: The sweep's optimum is located on the validation loss (the test loss is reported).
 SELECT = "val_loss"
+#: The off-task push of the drift controls: every PUSH_EVERY-th training batch carries a second
+#: planted shift (ours; :class:`~lora_alpha.tasks.OffTaskPush`).
+PUSH_EVERY = 2
 
 
 @dataclass
@@ -44,10 +52,11 @@ class Measurements:
     best: dict[int, float]
     surface: SweepResult
     interaction: dict[str, list[dict[str, Any]]]
-    planted: dict[str, list[float]]
+    controls: dict[str, dict[str, list[dict[str, Any]]]]
     compare: list[dict[str, Any]]
     diag: dict[str, Any]
     held_out: list[str]
+    base_scores: dict[str, float] = field(default_factory=dict)
     stages: list[dict[str, Any]] = field(default_factory=list)
 
 
@@ -109,30 +118,6 @@ def references(task: Task, rank: int, steps: int, batch_size: int) -> dict[str, 
     if bad:
         raise RuntimeError(f"{task.name}: the full-fine-tuning reference diverged in {bad}")
     return {"full_ft": full, "gradient": grad}
-
-
-def planted_drift_fold(
-    delta: dict[str, torch.Tensor], reference: dict[str, torch.Tensor], seed: int
-) -> float:
-    """How much the drift ratio of ``delta`` grows when an off-task component is planted in it: a
-    seeded random direction orthogonal to the reference, of the update's own norm. By
-    construction the signal is unchanged and the drift grows (by about ``sqrt(1 + |u|^2/D^2)``,
-    at least ~1.4): a case where the drift ratio must rise."""
-    keys = sorted(delta)
-    gen = torch.Generator().manual_seed(seed)
-    noise = {k: torch.randn(delta[k].shape, generator=gen, dtype=torch.float64) for k in keys}
-    g = torch.cat([reference[k].double().flatten() for k in keys])
-    u = torch.cat([delta[k].double().flatten() for k in keys])
-    n = torch.cat([noise[k].flatten() for k in keys])
-    n = n - (n @ g) / (g @ g) * g
-    n = n * (u.norm() / n.norm())
-    planted, start = {}, 0
-    for k in keys:
-        size = delta[k].numel()
-        planted[k] = (u[start : start + size] + n[start : start + size]).view(delta[k].shape)
-        start += size
-    before = signal_drift(delta, reference).drift_ratio
-    return signal_drift(planted, reference).drift_ratio / before
 
 
 def win(a: dict[str, Any], b: dict[str, Any]) -> bool:
@@ -201,27 +186,30 @@ def measure(cfg: Scale, seed: int, scale: str) -> Measurements:
                     cfg.sweep_steps, cfg.batch_size, progress=None)  # fmt: skip
     watch.lap("alpha x rank sweep")
 
-    # 2. alpha x k vs lr x k from (alpha 16, lr 2e-5), every seed; the planted-drift control
+    # 2. alpha x k vs lr x k from (alpha 16, lr 2e-5), every seed; the controls run through
+    # training: B only (lora_A frozen: alpha x k and lr x k give the same dW up to Adam's eps) and
+    # an off-task push (every PUSH_EVERY-th batch carries a second planted shift)
+    kmax = max(cfg.factors)
     interaction: dict[str, list[dict[str, Any]]] = {}
-    planted: dict[str, list[float]] = {}
+    controls: dict[str, dict[str, list[dict[str, Any]]]] = {}
     for task in [reg, *lm_tasks]:
         steps = cfg.sweep_steps if task is reg else cfg.lm_finetune_steps
         refs = references(task, cfg.interaction_rank, cfg.reference_steps, cfg.batch_size)
+        args = (cfg.interaction_rank, BASE_ALPHA, BASE_LR)
         interaction[task.name] = scaling_interaction(
-            task, cfg.interaction_rank, BASE_ALPHA, BASE_LR, cfg.factors, seeds, steps,
-            cfg.batch_size, refs, progress=None,
-        )  # fmt: skip
-        planted[task.name] = []
-        for s in seeds:
-            base = finetune(task, standard(BASE_ALPHA), cfg.interaction_rank, BASE_LR, steps,
-                            cfg.batch_size, s, keep_delta=True)  # fmt: skip
-            fold = math.nan if base.diverged or base.delta is None else planted_drift_fold(
-                base.delta, refs["full_ft"], s)  # fmt: skip
-            planted[task.name].append(fold)
+            task, *args, cfg.factors, seeds, steps, cfg.batch_size, refs, progress=None
+        )
+        controls[task.name] = {
+            "b_only": scaling_interaction(task, *args, (kmax,), seeds, steps, cfg.batch_size, refs,
+                                          progress=None, freeze_a=True),
+            "push": scaling_interaction(OffTaskPush(task, PUSH_EVERY, seed), *args, (1,), seeds,
+                                        steps, cfg.batch_size, refs, progress=None),
+        }  # fmt: skip
     watch.lap("alpha vs lr (every seed)")
 
     # 3. LoRA-alpha (paper's recipe, and ours) vs baselines tuned over lr on validation
     compare: list[dict[str, Any]] = []
+    base_scores = {t.name: t.evaluate(t.base_model())["score"] for t in [reg, *lm_tasks]}
     for task in [reg, *lm_tasks]:
         is_reg = task is reg
         steps = cfg.sweep_steps if is_reg else cfg.lm_finetune_steps
@@ -250,8 +238,8 @@ def measure(cfg: Scale, seed: int, scale: str) -> Measurements:
 
     diag = diagnostics(reg, cfg, seed)
     watch.lap("diagnostics")
-    return Measurements(res, fit, best, surface, interaction, planted, compare, diag,
-                        [t.name for t in lm_tasks], watch.laps)  # fmt: skip
+    return Measurements(res, fit, best, surface, interaction, controls, compare, diag,
+                        [t.name for t in lm_tasks], base_scores, watch.laps)  # fmt: skip
 
 
 def diagnostics(task: RegressionTask, cfg: Scale, seed: int) -> dict[str, Any]:
