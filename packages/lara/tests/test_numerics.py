@@ -53,24 +53,41 @@ def test_a_large_future_log_feature_leaves_past_outputs_alone(form: str, chunk: 
     torch.testing.assert_close(out[:, :, :30], cut, atol=1e-5, rtol=1e-4)
 
 
+def _planted(name: str, form: str):
+    """The method with one random feature / proposal mean made 8x longer, and a key at position
+    30 equal to it (in the scaled space): that key's log feature is |w|^2 / 2, hundreds of nats
+    above every other key's."""
+    kw = {} if name == "performer" else {"init": "random"}
+    attn = _build(name, form=form, chunk_size=64, **kw)
+    bank = attn.w if name == "performer" else attn.means
+    q, k, v = _qkv(40)
+    s = attn.scale(None) ** 0.5
+    with torch.no_grad():
+        bank[:, 0] *= 8.0
+        k = k.clone()
+        k[0, :, 30] = bank[:, 0] / s
+    return attn, q, k, v
+
+
 @pytest.mark.parametrize("name", LOG_SPACE)
 @pytest.mark.parametrize("form", ["quadratic", "chunked"])
 def test_a_large_future_key_leaves_past_outputs_alone(name: str, form: str) -> None:
-    """One key far larger than the rest, after position 20: the outputs before it must be what the
-    sequence cut before it gives (a causal output cannot depend on a later key); the stabiliser
-    taken over all keys made them 0 (exp underflow)."""
-    q, k, v = _qkv(40)
-    k = k.clone()
-    k[:, :, 30] = 40.0 * k[:, :, 30] / k[:, :, 30].norm(dim=-1, keepdim=True)
-    attn = _calibrated(name, q[..., :20, :], k[..., :20, :], form=form, chunk_size=64)
+    """A key aligned with a long random feature (or proposal mean), at position 30: the outputs
+    before it must be the recurrent form's and the cut sequence's. A stabiliser taken over every
+    key subtracts that key's log feature from the past keys too and underflows them."""
+    attn, q, k, v = _planted(name, form)
+    pos = torch.arange(40)
     with torch.no_grad():
-        full = attn(q, k, v, True)[:, :, :20]
-        cut = attn(q[:, :, :20], k[:, :, :20], v[:, :, :20], True)
+        _, fk = attn.features(q, k, attn.scale(None), pos, pos, True, {})
+        lead = fk[:, :, 30].amax(-1) - fk[:, :, :30].amax((-2, -1))
+        assert float(lead.min()) > 150.0  # far past float32's exp range: the test has teeth
+        full = attn(q, k, v, True)[:, :, :30]
+        cut = attn(q[:, :, :30], k[:, :, :30], v[:, :, :30], True)
+        rec, *_ = _planted(name, "recurrent")
+        rec_out = rec(q, k, v, True)[:, :, :30]
     assert float(cut.norm()) > 1.0  # a real output, not a collapsed one
     torch.testing.assert_close(full, cut, atol=1e-5, rtol=1e-4)
-    rec = _calibrated(name, q[..., :20, :], k[..., :20, :], form="recurrent")
-    with torch.no_grad():
-        torch.testing.assert_close(rec(q, k, v, True)[:, :, :20], full, atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(rec_out, full, atol=1e-5, rtol=1e-4)
 
 
 @pytest.mark.parametrize("name", ["lara", "lara++"])
@@ -225,3 +242,108 @@ def test_training_lara_on_fewer_tokens_than_proposals() -> None:
     q, k, v = _qkv(5)
     lara = _build("lara", num_proposals=8).train()
     assert lara(q, k, v, False).shape == v.shape
+
+
+@pytest.mark.parametrize("n", [1, 7, 256, 700])
+def test_running_logsumexp_is_logcumsumexp(n: int) -> None:
+    """The blockwise running normaliser of causal mis-opt LARA (logcumsumexp was 0.09 s alone at
+    8192 tokens, more than LARA++'s whole forward) gives logcumsumexp's numbers: ordinary
+    logits, leading padding (-inf), and a range that underflows a block's partial sums."""
+    from lara.randomized import running_logsumexp
+
+    g = torch.Generator().manual_seed(0)
+    x = 3 * torch.randn(2, 3, n, 5, generator=g, dtype=torch.float64)
+    cases = [x, x.clone(), x.clone()]
+    cases[1][0, :, : n // 2] = -torch.inf
+    cases[2][:, :, : min(n, 5)] -= 400.0  # 400 nats below what follows in their block
+    for c in cases:
+        torch.testing.assert_close(
+            running_logsumexp(c, block=64), torch.logcumsumexp(c, dim=-2), atol=1e-10, rtol=1e-10
+        )
+    x32 = x.float()
+    torch.testing.assert_close(running_logsumexp(x32), torch.logcumsumexp(x32, dim=-2))
+
+
+def test_causal_mis_opt_lara_is_unchanged_by_the_blockwise_normaliser(monkeypatch) -> None:
+    import lara.randomized as rnd
+
+    q, k, v = _qkv(300, dtype=torch.float64)
+    mask = torch.ones(1, 300, dtype=torch.bool)
+    mask[:, :5] = False
+    attn = _calibrated("lara", q, k).double()
+    with torch.no_grad():
+        fast = attn(q, k, v, True, key_mask=mask)
+        monkeypatch.setattr(rnd, "running_logsumexp", lambda x: torch.logcumsumexp(x, dim=-2))
+        exact = attn(q, k, v, True, key_mask=mask)
+    torch.testing.assert_close(fast, exact, atol=1e-10, rtol=1e-8)
+
+
+def _reference_lara_adaptive_1d(q, k, v, q_gen, k_gen, c: int) -> torch.Tensor:
+    """The reference code's non-causal ``adaptive-1d`` LARA forward (mis-opt, evaluation), written
+    out in its own unscaled space: landmarks are segment means of LayerNorm(Linear(q)) of the raw
+    q and k, and every kernel term is ``prm(x, w) = w . (x d^-1/2) - d^-1/2 |x|^2 / 2``."""
+    d = q.shape[-1]
+    dn = d**-0.5
+    n = q.shape[2]
+    seg = torch.arange(n) * c // n
+    q2, k2 = q_gen(q), k_gen(k)
+    q_bar = torch.stack([q2[:, :, seg == j].mean(2) for j in range(c)], 2)
+    k_bar = torch.stack([k2[:, :, seg == j].mean(2) for j in range(c)], 2)
+    mu = w = q_bar + k_bar
+
+    def prm(x, w):  # (b, h, c, n)
+        dash = torch.einsum("bhcd,bhnd->bhcn", w, dn * x)
+        return dash - dn * (x * x).sum(-1)[:, :, None, :] / 2
+
+    lq, lk, lmu = prm(q, w), prm(k, w), prm(mu, w)
+    kv = torch.softmax(lk, -1) @ v
+    t = torch.softmax(torch.einsum("bhcd,bhnd->bhcn", dn * q_bar, q), dim=-1)
+    own = torch.diagonal(lmu, dim1=-2, dim2=-1)[..., None]
+    bh = torch.exp(own - torch.logsumexp(lmu, -1, keepdim=True))
+    alpha = bh + (t - t.mean(-2, keepdim=True))
+    log_iw = torch.log(alpha.clamp(min=1e-8)) + lq + torch.logsumexp(lk, -1, keepdim=True) - own
+    return torch.einsum("bhcn,bhcd->bhnd", torch.softmax(log_iw, dim=-2), kv)
+
+
+def test_adaptive_1d_lara_is_the_reference_forward() -> None:
+    """With the same Linear and LayerNorm parameters, our ``adaptive-1d`` LARA is the reference
+    forward; the landmarks were d^1/4 too long (LayerNorm outputs put in the scaled space as is)."""
+    q, k, v = _qkv(32, dtype=torch.float64)
+    q, k = 2 * q, 2 * k
+    lara = _build("lara", num_proposals=8).double()
+    g = torch.Generator().manual_seed(3)
+    with torch.no_grad():  # a trained-looking map, not the identity start
+        for gen in (lara.q_bar_gen, lara.k_bar_gen):
+            gen[0].weight.add_(0.3 * torch.randn(D, D, generator=g, dtype=torch.float64))
+            gen[0].bias.copy_(0.5 * torch.randn(D, generator=g, dtype=torch.float64))
+            gen[1].weight.copy_(1 + 0.2 * torch.randn(D, generator=g, dtype=torch.float64))
+        ref = _reference_lara_adaptive_1d(q, k, v, lara.q_bar_gen, lara.k_bar_gen, 8)
+        for form in ("quadratic", "chunked"):
+            lara.form = form
+            torch.testing.assert_close(lara(q, k, v, False), ref, atol=1e-9, rtol=1e-7)
+
+
+@pytest.mark.parametrize("name", ["lara", "lara++", "rfa"])
+def test_calibration_ignores_padding(name: str) -> None:
+    """Left padding filled with large values: calibrating with the mask gives the fit of the real
+    positions (RFA: exactly the unpadded fit; LARA/LARA++: banks near the data, not the padding)."""
+    q, k, _ = _qkv(24)
+    pad = 8
+    qp = torch.cat([torch.full((1, H, pad, D), 50.0), q], dim=2)
+    kp = torch.cat([torch.full((1, H, pad, D), 50.0), k], dim=2)
+    mask = torch.ones(1, pad + 24, dtype=torch.bool)
+    mask[:, :pad] = False
+    attn = _build(name, num_proposals=4) if name != "rfa" else _build(name)
+    attn.calibrate(qp, kp, key_mask=mask)
+    if name == "rfa":
+        clean = _build(name)
+        clean.calibrate(q, k)
+        torch.testing.assert_close(attn.log_sigma, clean.log_sigma)
+        return
+    banks = [attn.means] + ([attn.query_means] if name == "lara" else [])
+    for bank in banks:
+        assert (
+            float(bank.detach().abs().max()) < 5.0
+        )  # real q', k' are N(0, 1/2); padding sits at 25
+    with pytest.raises(ValueError, match="key_mask"):
+        attn.calibrate(qp, kp, key_mask=mask[:, 1:])

@@ -27,7 +27,7 @@ from paper_common import Report
 
 def test_smoke_reproduce_writes_a_report(tmp_path):
     report = reproduce("smoke", seed=0, out_dir=tmp_path / "r")
-    assert len(report.claims) == 8
+    assert len(report.claims) == 9  # claim 7 against LARA mis-opt and mis-bh
     for c in report.claims:
         assert c.verdict in ("supported", "refuted", "inconclusive")
         assert c.missing_parts() == []
@@ -218,15 +218,35 @@ def test_slope_interval_on_planted_errors():
     assert low <= slope <= high
     assert -0.55 < low < high < -0.45
 
+    flat = np.exp(rng.normal(0, 0.3, (4, 12)))  # one draw copied S times: no trend
+
     def verdict(rate: float) -> str:
         e = np.exp(rate * x + rng.normal(0, 0.3, (4, 12)))
-        return estimator_claim(samples, e, -0.3, "planted").verdict
+        return estimator_claim(samples, e, flat, -0.3, "planted").verdict
 
     assert verdict(-0.5) == "supported"
     assert verdict(0.0) == "refuted"
-    wide = estimator_claim(samples, np.exp(-0.25 * x + rng.normal(0, 0.5, (4, 6))), -0.3, "")
+    wide = estimator_claim(samples, np.exp(-0.25 * x + rng.normal(0, 0.5, (4, 6))), flat, -0.3, "")
     assert wide.low < -0.25 < wide.high
     assert wide.verdict == "inconclusive"
+
+
+def test_estimator_null_is_measured_not_built_from_the_claim():
+    """The old null (the claim's own errors with the sample counts reversed) was exactly minus
+    the slope: it passed by construction. The one-draw null is its own data: it passes when that
+    data has no trend, and fails when a trend in S shows up where more samples carry nothing."""
+    samples = [1, 4, 16, 64]
+    x = np.log(samples)[:, None]
+    rng = np.random.default_rng(1)
+    errors = np.exp(-0.5 * x + rng.normal(0, 0.1, (4, 10)))
+    flat = np.exp(rng.normal(0, 0.1, (4, 10)))
+    good = estimator_claim(samples, errors, flat, -0.3, "")
+    assert good.verdict == "supported"
+    assert good.negative.passed
+    falling = np.exp(-0.5 * x + rng.normal(0, 0.1, (4, 10)))  # a bias that shrinks with S
+    bad = estimator_claim(samples, errors, falling, -0.3, "")
+    assert not bad.negative.passed
+    assert bad.verdict != "supported"
 
 
 def test_win_fraction_leaves_out_unmeasured_pairs():

@@ -207,8 +207,15 @@ class Attention(nn.Module):
         ``(batch, heads, d_v)`` of the new token (it sees itself and the past) and the new state."""
         raise ValueError(f"{self.name} has no recurrent form")
 
-    def calibrate(self, q: torch.Tensor, k: torch.Tensor, causal: bool = True) -> None:
-        """Fit data-dependent parameters (proposal means) to real queries and keys; default: none."""
+    def calibrate(
+        self,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        causal: bool = True,
+        key_mask: torch.Tensor | None = None,
+    ) -> None:
+        """Fit data-dependent parameters (proposal means) to real queries and keys; default: none.
+        ``key_mask (batch, n)`` is False at padding positions, which take no part in the fit."""
 
 
 #: dtypes whose range the kernel sums overflow (fp16: 65504); the kernelized core runs in float32

@@ -232,8 +232,17 @@ class RFA(KernelizedAttention):
         return phi(q), phi(k)
 
     @torch.no_grad()
-    def calibrate(self, q: torch.Tensor, k: torch.Tensor, causal: bool = True) -> None:
-        inv_t = self.scale(None) * q.norm(dim=-1).mean((0, 2)) * k.norm(dim=-1).mean((0, 2))
+    def calibrate(
+        self,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        causal: bool = True,
+        key_mask: torch.Tensor | None = None,
+    ) -> None:
+        w = _valid_weights(q, key_mask)  # (b, 1, n): padding positions weigh nothing
+        qn = (q.norm(dim=-1) * w).sum((0, 2)) / w.sum((0, 2))
+        kn = (k.norm(dim=-1) * w).sum((0, 2)) / w.sum((0, 2))
+        inv_t = self.scale(None) * qn * kn
         self.log_sigma.copy_(-0.5 * torch.log(inv_t.clamp_min(1e-3)).to(self.log_sigma.dtype))
 
 
@@ -375,3 +384,15 @@ class Nystromformer(Attention):
             else iterative_pinv(k2, self.pinv_iterations)
         )
         return (k1 @ (inv @ (k3 @ v))).to(dtype)
+
+
+def _valid_weights(q: torch.Tensor, key_mask: torch.Tensor | None) -> torch.Tensor:
+    """``(batch, 1, n)`` float weights: 1 at real positions, 0 at padding (``key_mask`` False)."""
+    b, _h, n, _d = q.shape
+    if key_mask is None:
+        return torch.ones(b, 1, n, dtype=q.dtype, device=q.device)
+    if key_mask.shape != (b, n):
+        raise ValueError(f"key_mask must be (batch, n) = {(b, n)}; got {tuple(key_mask.shape)}")
+    if not bool(key_mask.any()):
+        raise ValueError("key_mask marks every position as padding: nothing to calibrate on")
+    return key_mask.to(torch.bool)[:, None, :].to(q.dtype)

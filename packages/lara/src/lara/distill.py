@@ -171,7 +171,7 @@ def distill(
     with torch.no_grad(), capture_attention(teacher) as rec:
         teacher(**sample())
     for kern, r in zip(kernels, rec, strict=True):
-        kern.calibrate(r["q"], r["k"], causal=True)
+        kern.calibrate(r["q"], r["k"], causal=True, key_mask=r["key_mask"])
 
     # stage 1: attention transfer (the method's own parameters only)
     params = [p for kern in kernels for p in kern.parameters()]

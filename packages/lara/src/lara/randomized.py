@@ -8,8 +8,9 @@ random features ``xi(x, w) = exp(w.x - |x|^2 / 2)`` (``E_{w~N(0,I)} xi(q,w) xi(k
 
 RFA/Performer is the self-normalised estimate with the single proposal ``N(0, I)``. **LARA** draws one
 sample from each of ``C`` proposals ``N(mu_c, I)`` (``w_c ~ N(mu_c, I)`` in training, ``w_c = mu_c`` at
-evaluation) and combines them with query-dependent multiple-importance weights
-``alpha_nc ∝ exp(q_n . mu_c)``:
+evaluation) and combines them with query-dependent multiple-importance weights ``alpha_nc``
+(the reference code's ``mis-opt``: balance heuristic plus a centred softmax over the queries of
+``q_n . q_bar_c``; see :class:`LARA`):
 
     LARA(q_n) = sum_c iw_nc f(w_c),  iw_nc = softmax_c(log alpha_nc + log xi(q_n, w_c)
                                                       + log sum_m xi(k_m, w_c) - log xi(mu_c, w_c)),
@@ -20,7 +21,8 @@ and key log features ``log xi(k_m, w_c)``: chunked and recurrent forms come from
 :mod:`lara.linear`. As published, ``mu_c`` are sums of segment means of queries and keys (pooled over
 the whole sequence: non-causal only). For causal attention we use a learned bank of means per head
 (initialised by k-means on real ``q + k`` by :meth:`LARA.calibrate`) - our choice, the paper's
-reference code has no causal LARA.
+reference code has no causal LARA (the softmax over queries becomes one over the queries seen so
+far, a running normaliser: :func:`running_logsumexp`).
 
 **LARA++** (the 2026 paper's method; the paper was not available, so this rule is ours, written from its
 one-line description "importance sampling with adaptive proposal distributions"):
@@ -50,8 +52,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from lara.attention import KernelizedAttention, log_positive_features, register, segment_means
+from lara.linear import NEG
 
-__all__ = ["LARA", "LARAPlusPlus", "kmeans_means"]
+__all__ = ["LARA", "LARAPlusPlus", "kmeans_means", "running_logsumexp"]
 
 Proposals = Literal["auto", "landmarks", "learned"]
 Init = Literal["calibrate", "random"]
@@ -79,14 +82,66 @@ def kmeans_means(points: torch.Tensor, k: int, seed: int = 0) -> torch.Tensor:
     return torch.as_tensor(np.stack(out), dtype=points.dtype, device=points.device)
 
 
-def _causal_pairs(qs: torch.Tensor, ks: torch.Tensor, n_points: int, seed: int) -> torch.Tensor:
-    """``q_n + k_m`` for random pairs ``m <= n``, pooled over the batch: ``(h, n_points, d)``."""
-    b, _h, n, _d = qs.shape
+def running_logsumexp(x: torch.Tensor, block: int = 256) -> torch.Tensor:
+    """``torch.logcumsumexp(x, dim=-2)``, computed in blocks of ``block`` rows: inside a block
+    ``log cumsum exp(x - block max) + block max``, blocks joined by the running log-sum of the
+    earlier blocks' totals. About 3x faster than ``logcumsumexp`` on the CPU; where a partial sum
+    would underflow (a row more than ~69 nats below its block's maximum with nothing larger
+    before it), the exact ``logcumsumexp`` is used instead."""
+    *lead, n, c = x.shape
+    size = max(1, min(block, n))
+    nb = -(-n // size)
+    pad = nb * size - n
+    xb = F.pad(x, (0, 0, 0, pad), value=-math.inf) if pad else x
+    xb = xb.reshape(*lead, nb, size, c)
+    top = xb.amax(-2, keepdim=True).clamp_min(NEG)
+    cs = torch.cumsum(torch.exp(xb - top), dim=-2)
+    tiny = 1e-30
+    # cs is non-decreasing within a block: if its first row is large enough, every row is
+    if bool((cs[..., :1, :] < tiny).any()) and bool(((cs < tiny) & torch.isfinite(xb)).any()):
+        return torch.logcumsumexp(x, dim=-2)
+    out = torch.log(cs) + top
+    if nb > 1:
+        before = torch.logcumsumexp(out[..., -1, :], dim=-2)  # (..., nb, c): through block j
+        first = torch.full_like(before[..., :1, :], -math.inf)
+        out = torch.logaddexp(out, torch.cat([first, before[..., :-1, :]], dim=-2)[..., None, :])
+    return out.reshape(*lead, nb * size, c)[..., :n, :]
+
+
+def _causal_pairs(
+    qs: torch.Tensor,
+    ks: torch.Tensor,
+    n_points: int,
+    seed: int,
+    key_mask: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """``q_n + k_m`` for random pairs ``m <= n`` of real (not padding) positions of one sequence,
+    pooled over the batch: ``(h, n_points, d)``."""
+    n = qs.shape[2]
+    keep = _keep(qs, key_mask)  # (b, n)
     gen = torch.Generator().manual_seed(seed)
-    bi = torch.randint(0, b, (n_points,), generator=gen)
-    ni = torch.randint(0, n, (n_points,), generator=gen)
-    mi = (torch.rand(n_points, generator=gen) * (ni + 1)).long()
+    flat = keep.flatten().nonzero()[:, 0]
+    pick = flat[torch.randint(0, len(flat), (n_points,), generator=gen)]
+    bi, ni = pick // n, pick % n
+    # the r-th real position of row bi, r uniform over the real positions up to ni
+    seen = keep.long().cumsum(-1)[bi, ni]
+    r = (torch.rand(n_points, generator=gen) * seen).long()
+    order = torch.argsort((~keep).long(), dim=-1, stable=True)  # real positions first, in order
+    mi = order[bi, r]
     return (qs[bi, :, ni] + ks[bi, :, mi]).transpose(0, 1)
+
+
+def _keep(x: torch.Tensor, key_mask: torch.Tensor | None) -> torch.Tensor:
+    """``(b, n)`` bool, True at real positions; refuses a mask of the wrong shape or all padding."""
+    b, n = x.shape[0], x.shape[2]
+    if key_mask is None:
+        return torch.ones(b, n, dtype=torch.bool, device=x.device)
+    if key_mask.shape != (b, n):
+        raise ValueError(f"key_mask must be (batch, n) = {(b, n)}; got {tuple(key_mask.shape)}")
+    keep = key_mask.to(torch.bool)
+    if not bool(keep.any()):
+        raise ValueError("key_mask marks every position as padding: nothing to calibrate on")
+    return keep
 
 
 class _ProposalAttention(KernelizedAttention):
@@ -158,11 +213,18 @@ class _ProposalAttention(KernelizedAttention):
         return self._bank(self.means, qs.dtype)
 
     @torch.no_grad()
-    def calibrate(self, q: torch.Tensor, k: torch.Tensor, causal: bool = True) -> None:
-        """Initialise the learned bank by k-means on ``q'_n + k'_m`` (scaled, random causal pairs)."""
+    def calibrate(
+        self,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        causal: bool = True,
+        key_mask: torch.Tensor | None = None,
+    ) -> None:
+        """Initialise the learned bank by k-means on ``q'_n + k'_m`` (scaled, random causal pairs
+        of real positions: ``key_mask (batch, n)`` is False at padding)."""
         s = math.sqrt(self.scale(None))
         n_points = min(4096, max(8 * self.num_proposals, 4 * q.shape[0] * q.shape[2]))
-        pts = _causal_pairs(q * s, k * s, n_points, self.seed)
+        pts = _causal_pairs(q * s, k * s, n_points, self.seed, key_mask)
         self.means.copy_(kmeans_means(pts, self.num_proposals, self.seed).to(self.means.dtype))
         self.calibrated.fill_(True)
 
@@ -246,24 +308,33 @@ class LARA(_ProposalAttention):
         return state
 
     @torch.no_grad()
-    def calibrate(self, q: torch.Tensor, k: torch.Tensor, causal: bool = True) -> None:
+    def calibrate(
+        self,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        causal: bool = True,
+        key_mask: torch.Tensor | None = None,
+    ) -> None:
         """The bank of ``mu`` by k-means on ``q'_n + k'_m`` and, for the query-softmax term, the
-        bank of query landmarks by k-means on ``q'_n``."""
-        super().calibrate(q, k, causal)
+        bank of query landmarks by k-means on ``q'_n`` (real positions only)."""
+        super().calibrate(q, k, causal, key_mask)
         s = math.sqrt(self.scale(None))
-        qs = (q * s).flatten(0, 0).permute(1, 0, 2, 3).flatten(1, 2)  # (h, b n, d)
+        real = _keep(q, key_mask).flatten()  # (b n,)
+        qs = (q * s).permute(1, 0, 2, 3).flatten(1, 2)[:, real]  # (h, real b n, d)
         gen = torch.Generator().manual_seed(self.seed)
         pick = torch.randperm(qs.shape[1], generator=gen)[:4096]
         bank = kmeans_means(qs[:, pick], self.num_proposals, self.seed)
         self.query_means.copy_(bank.to(self.query_means.dtype))
 
-    def _landmarks(self, qs: torch.Tensor, ks: torch.Tensor, causal: bool):  # type: ignore[no-untyped-def]
-        """``(mu, q_bar)``, each ``(b or 1, h, c, d)``."""
+    def _landmarks(self, qs: torch.Tensor, ks: torch.Tensor, causal: bool, s: float):  # type: ignore[no-untyped-def]
+        """``(mu, q_bar)``, each ``(b or 1, h, c, d)``, in the scaled space (``x' = x s``)."""
         if not self._uses_landmarks(causal):
             return self._bank(self.means, qs.dtype), self._bank(self.query_means, qs.dtype)
         if self.proposal_gen == "adaptive-1d":
-            q2 = _linear_norm(self.q_bar_gen, qs)
-            k2 = _linear_norm(self.k_bar_gen, ks)
+            # as the reference: LayerNorm(Linear(.)) of the *unscaled* q and k, whose landmark
+            # w enters the kernel as w . (x d^-1/2) = (w s) . x': in our space the landmark is w s
+            q2 = _linear_norm(self.q_bar_gen, qs / s) * s
+            k2 = _linear_norm(self.k_bar_gen, ks / s) * s
         else:
             q2, k2 = qs, ks
         q_bar = segment_means(q2, self.num_proposals)
@@ -276,7 +347,7 @@ class LARA(_ProposalAttention):
         draws = draws or {}
         s = math.sqrt(scale)
         qs, ks = q * s, k * s
-        mu, q_bar = self._landmarks(qs, ks, causal)
+        mu, q_bar = self._landmarks(qs, ks, causal, s)
         # fewer tokens than proposals: every token is its own landmark (as the reference)
         w = mu + draws["noise"][..., : mu.shape[-2], :] if "noise" in draws else mu
         # log N(w_c; mu_c', I) up to terms in w_c alone: (b', h, c, c')
@@ -297,10 +368,11 @@ class LARA(_ProposalAttention):
                         "causal mis-opt LARA normalises over every earlier query, which a cache "
                         "does not keep: decode with form='recurrent', or use mis='mis-bh'"
                     )
-                lse = torch.logcumsumexp(pooled, dim=-2)
+                lse = running_logsumexp(pooled)
                 if "t_lse" in draws:
                     lse = torch.logaddexp(draws["t_lse"][..., None, :], lse)
-                lse = torch.where(torch.isfinite(lse), lse, logits)  # leading padding
+                if "query_mask" in draws or "t_lse" in draws:  # leading padding: -inf so far
+                    lse = torch.where(torch.isfinite(lse), lse, logits)
             else:
                 lse = torch.logsumexp(pooled, dim=-2, keepdim=True)
             t = torch.exp(logits - lse)
