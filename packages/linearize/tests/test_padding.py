@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import copy
 
-import numpy as np
 import pytest
 import torch
 
@@ -110,8 +109,24 @@ def test_task_scores_under_left_padding_matches_right_padding(teacher) -> None:
                  [*make_task("mqar", 4, 8, seed=2).graded, *make_task("mqar", 4, 16).graded])  # fmt: skip
     right = task_scores(model, tok, ts)
     left = task_scores(model, _left(tok), ts)
-    np.testing.assert_allclose(left.per_item, right.per_item)
     assert left.perplexity == pytest.approx(right.perplexity, rel=1e-4)
+    # the logits at the positions that predict the graded tokens agree to round-off (comparing
+    # argmax accuracies instead would hinge on near-ties a different BLAS could flip)
+    from linearize.convert import lm_logits
+
+    graded = {}
+    for side, t in (("right", tok), ("left", _left(tok))):
+        enc = t(ts.texts, return_tensors="pt", padding=True, return_offsets_mapping=True)
+        with torch.no_grad():
+            logits = lm_logits(model, enc["input_ids"], enc["attention_mask"], use_cache=False)
+        graded[side] = [
+            logits[i, torch.as_tensor(pos) - 1]
+            for i in range(len(ts.texts))
+            for pos in graded_token_positions(ts.texts[i], ts.words[i], ts.graded[i],
+                                              enc["offset_mapping"][i], enc["attention_mask"][i])
+        ]  # fmt: skip
+    for a, b in zip(graded["left"], graded["right"], strict=True):
+        torch.testing.assert_close(a, b, atol=1e-4, rtol=1e-4)
 
 
 class _Oracle(torch.nn.Module):
@@ -147,3 +162,48 @@ class _Oracle(torch.nn.Module):
                         logits[i, shift + t - 1] = -1e4
                         logits[i, shift + t - 1, 0] = 0.0
         return type("Out", (), {"logits": logits + 0 * self.anchor})()
+
+
+def test_mask_positions_count_real_tokens() -> None:
+    from linearize.convert import mask_positions
+
+    mask = torch.tensor([[0, 0, 1, 1, 1], [1, 1, 1, 0, 0]])
+    assert mask_positions(mask).tolist() == [[0, 0, 0, 1, 2], [0, 1, 2, 2, 2]]
+
+
+def test_left_padding_does_not_move_a_hedgehog_students_logits() -> None:
+    """HF numbers positions 0..n-1 whatever the mask, so a left-padded row's real tokens got RoPE
+    positions shifted by the padding: a non-exact (Hedgehog) student's logits moved by ~1e-4.
+    ``lm_logits`` passes mask-derived positions; left-padded and unpadded rows then agree to
+    round-off."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from linearize.convert import lm_logits
+
+    torch.manual_seed(0)
+    cfg = LlamaConfig(vocab_size=50, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)  # fmt: skip
+    student = linearize(LlamaForCausalLM(cfg).eval(), LinearizeConfig(feature_map="hedgehog"))
+    student = student.double()
+    ids = torch.randint(3, 50, (1, 10), generator=torch.Generator().manual_seed(1))
+    padded = torch.cat([torch.zeros(1, 5, dtype=torch.long), ids], 1)
+    mask = torch.cat([torch.zeros(1, 5), torch.ones(1, 10)], 1).long()
+    with torch.no_grad():
+        ref = lm_logits(student, ids, torch.ones_like(ids))
+        out = lm_logits(student, padded, mask)[:, 5:]
+    # a RoPE shift of 5 positions moves them by ~1e-4; round-off in float64 is ~1e-15
+    torch.testing.assert_close(out, ref, atol=1e-9, rtol=0)
+
+
+def test_capture_is_the_same_with_either_padding_side(teacher) -> None:
+    """The teacher's captured attention inputs and outputs at the real tokens do not depend on the
+    padding side (before the fix, left padding shifted their RoPE positions)."""
+    model, tok = teacher
+    right = capture(model, tok, TEXTS, batch_size=16)
+    left = capture(model, _left(tok), TEXTS, batch_size=16)
+    for rl, ll in zip(right.batches[0], left.batches[0], strict=True):
+        for key in ("q", "k", "out"):
+            for i in range(len(TEXTS)):
+                a = rl[key][i][:, right.masks[0][i]]
+                b = ll[key][i][:, left.masks[0][i]]
+                torch.testing.assert_close(b, a, atol=1e-4, rtol=1e-4)

@@ -22,7 +22,9 @@ from linearize.reproduce import (
     shuffled_rho,
     variants,
 )
+from linearize.reproduce.run import NULL_ARMS
 from paper_common import Report
+from paper_common.stats import ConfidenceInterval
 
 
 def _tables(report: Report) -> str:  # through JSON so that NaN == NaN
@@ -47,7 +49,7 @@ def test_smoke_reproduce_end_to_end(tmp_path, monkeypatch) -> None:
         )
     frozen = re.search(r"bit-identical after transfer in (\d+) of (\d+) runs", report.notes)
     assert frozen is not None
-    assert frozen.group(1) == frozen.group(2) == str(len(grid))
+    assert frozen.group(1) == frozen.group(2) == str(len(grid) + len(NULL_ARMS))  # 1 seed
     assert len(report.figures) == 4
     for fig in report.figures:
         assert (tmp_path / "a" / fig).stat().st_size > 1000
@@ -85,14 +87,60 @@ def test_gap_claim_needs_a_gap_worth_several_items() -> None:
 
 def test_gap_claim_decided_on_the_seed_interval() -> None:
     delta = [0.50, 0.52, 0.48]
-    inside = _gap_claim(0.9, delta, {OURS: [0.80, 0.82, 0.79]}, 96)  # ~0.75 closed on every seed
+    kw = {"replicate_by_seed": [0.51, 0.50, 0.49], "positive_gain": KNOWN_GAIN}
+    inside = _gap_claim(0.9, delta, {OURS: [0.80, 0.82, 0.79]}, 96, **kw)  # ~0.75 on every seed
     assert inside.low >= 0.5
     assert inside.negative.verdict == "refuted"
     assert inside.verdict == "supported"
-    across = _gap_claim(0.9, delta, {OURS: [0.90, 0.55, 0.60]}, 96)
+    across = _gap_claim(0.9, delta, {OURS: [0.90, 0.55, 0.60]}, 96, **kw)
     assert across.verdict == "inconclusive"
-    outside = _gap_claim(0.9, delta, {OURS: [0.52, 0.53, 0.50]}, 96)
+    outside = _gap_claim(0.9, delta, {OURS: [0.52, 0.53, 0.50]}, 96, **kw)
     assert outside.verdict == "refuted"
+
+
+KNOWN_GAIN = ConfidenceInterval(0.10, 0.05, 0.15, 0.95)
+
+
+def test_gap_claims_null_is_a_replicate_measured_on_the_data() -> None:
+    """Before the fix the null was delta minus itself with the seeds rotated: its mean is 0 by
+    arithmetic whatever the runs. Now it is delta's independent replicate: a replicate that closes
+    as much of the gap as ours (the testbed's seed noise is that large) is not refuted, and the
+    claim cannot be supported."""
+    delta = [0.50, 0.52, 0.48]
+    ours = {OURS: [0.80, 0.82, 0.79]}
+    noisy = _gap_claim(0.9, delta, ours, 96, replicate_by_seed=[0.80, 0.81, 0.80],
+                       positive_gain=KNOWN_GAIN)  # fmt: skip
+    assert noisy.negative.value == pytest.approx(noisy.value, abs=0.02)
+    assert noisy.negative.verdict != "refuted"
+    assert noisy.verdict == "inconclusive"
+    # without a replicate the null is absent (named), never made up
+    assert _gap_claim(0.9, delta, ours, 96, positive_gain=KNOWN_GAIN).negative.missing
+
+
+def test_gap_claims_positive_control_needs_the_known_gain() -> None:
+    """The positive control fails when the testbed does not resolve the known lolcats - elu_linear
+    4x MQAR gain above one item (here its interval reaches 0)."""
+    delta, ours = [0.50, 0.52, 0.48], {OURS: [0.80, 0.82, 0.79]}
+    weak = ConfidenceInterval(0.02, -0.01, 0.05, 0.95)
+    claim = _gap_claim(0.9, delta, ours, 96, replicate_by_seed=[0.51, 0.50, 0.49],
+                       positive_gain=weak)  # fmt: skip
+    assert not claim.positive.passed
+    assert claim.verdict == "inconclusive"
+
+
+def test_replicate_and_direction_arms_resolve_to_their_configs() -> None:
+    from linearize.reproduce.run import REPLICATE_OFFSET, resolve
+
+    scale = SCALES["smoke"]
+    cfg, seed = resolve("deltanet@replicate", scale, 8, 3)
+    assert seed == 3 + REPLICATE_OFFSET
+    assert cfg == variants(scale, 8)["deltanet"][1]
+    cfg, seed = resolve("control@direction1", scale, 8, 3)
+    assert (seed, cfg.control_seed) == (3, 1)
+    with pytest.raises(ValueError, match="direction1"):
+        resolve("deltanet@direction1", scale, 8, 3)
+    with pytest.raises(ValueError, match="unknown arm"):
+        resolve("nope@replicate", scale, 8, 3)
 
 
 def test_best_variant_ties_go_to_the_lower_mse_not_the_grid_order() -> None:

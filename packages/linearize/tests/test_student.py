@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 import torch
 
@@ -221,3 +223,63 @@ def test_bad_inputs_are_named() -> None:
         m(q[:, :, -1:], k, v)
     with pytest.raises(ValueError, match="causal only"):
         m(q, k, v, causal=False)
+
+
+def test_scale_state_placebo_and_bounds() -> None:
+    """The state claim's placebo: the read-out scaled by 0.999 moves a hybrid's output by about
+    0.1% of the state's share; zeroing is the factor 0; factors outside [0, 1] are refused."""
+    from linearize.student import scale_state
+
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(1, 2, 12, 8, generator=g, dtype=torch.float64) for _ in range(3))
+    m = LinearizedAttention(LinearizeConfig(update="delta", budget=4, sinks=1, window=1), 8, 2)
+    m = m.double()
+    ref = m(q, k, v)
+    with scale_state(0.999):
+        near = m(q, k, v)
+    with zero_state():
+        zeroed = m(q, k, v)
+    with scale_state(0.0):
+        torch.testing.assert_close(m(q, k, v), zeroed, atol=0, rtol=0)
+    moved = (near - ref).abs().max()
+    assert 0 < moved <= 2e-3 * (zeroed - ref).abs().max()
+    with pytest.raises(ValueError, match="factor"):
+        scale_state(1.5).__enter__()
+
+
+def test_control_seed_draws_another_direction() -> None:
+    cfg = LinearizeConfig(update="control")
+    a = LinearizedAttention(cfg, 8, 2).direction
+    b = LinearizedAttention(replace(cfg, control_seed=1), 8, 2).direction
+    assert not torch.equal(a, b)
+    with pytest.raises(ValueError, match="control_seed"):
+        LinearizeConfig(update="control", control_seed=-1)
+
+
+@pytest.mark.parametrize(
+    "cfg",
+    [
+        LinearizeConfig(update="gated_delta", feature_map="learned", conv=True, budget=16, sinks=2,
+                        window=14),
+        LinearizeConfig(update="gated_delta", feature_map="learned", budget=16, sinks=2, window=6),
+        LinearizeConfig(update="linear", feature_map="hedgehog", budget=16, sinks=2, window=6,
+                        routing="self_recall"),
+    ],
+    ids=["fifo", "score_routed", "self_recall"],
+)  # fmt: skip
+def test_forward_flops_grow_linearly_with_length(cfg: LinearizeConfig) -> None:
+    """Counted (not timed) forward FLOPs of a hybrid grow by less than 2.2x per doubling of the
+    length: linear in n (a quadratic part would give ~4x)."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    m = LinearizedAttention(cfg, 16, 2)
+    flops = []
+    for n in (256, 512, 1024):
+        g = torch.Generator().manual_seed(n)
+        q, k, v = (torch.randn(1, 2, n, 16, generator=g) for _ in range(3))
+        with FlopCounterMode(display=False) as fc, torch.no_grad():
+            m(q, k, v)
+        flops.append(fc.get_total_flops())
+    assert flops[0] > 0
+    assert flops[1] / flops[0] < 2.2
+    assert flops[2] / flops[1] < 2.2

@@ -8,7 +8,7 @@ unconverted model.
 - ``hedgehog``: normalised linear attention with learned softmax features (Zhang et al. 2024);
 - ``lolcats``: Hedgehog features + an exact sliding window (64 in the paper), shared denominator
   (Zhang et al. 2024, LoLCATs);
-- ``liger``: GLA-style diagonal gates pooled from the key, ``softmax`` features, a window, the two
+- ``liger_gla``: GLA-style diagonal gates pooled from the key, ``softmax`` features, a window, the two
   mixed 0.5 / 0.5, the state over every token (Lan et al. 2025);
 - ``lola``: Hedgehog linear attention + sinks + window + a sparse cache that keeps the tokens the
   state recalls worst (self-recall error), shared denominator (McDermott et al. 2025, LoLA).
@@ -24,7 +24,7 @@ __all__ = [
     "BASELINES",
     "elu_linear",
     "hedgehog",
-    "liger",
+    "liger_gla",
     "lola",
     "lolcats",
     "sliding_window",
@@ -58,7 +58,7 @@ def lolcats(window: int = 64, feature_dim: int | None = None) -> LinearizeConfig
     )
 
 
-def liger(window: int = 64) -> LinearizeConfig:
+def liger_gla(window: int = 64) -> LinearizeConfig:
     return LinearizeConfig(
         update="diag_gated",
         feature_map="liger",
@@ -91,6 +91,6 @@ BASELINES: dict[str, Callable[..., LinearizeConfig]] = {
     "elu_linear": elu_linear,
     "hedgehog": hedgehog,
     "lolcats": lolcats,
-    "liger": liger,
+    "liger_gla": liger_gla,
     "lola": lola,
 }

@@ -40,6 +40,8 @@ __all__ = [
     "finetune_kl",
     "layer_errors",
     "linearize",
+    "lm_logits",
+    "mask_positions",
     "recurrent",
     "students",
     "transfer",
@@ -93,13 +95,36 @@ class Captured:
         return int(sum(int(m.sum()) for m in self.masks))
 
 
+def mask_positions(attention_mask: torch.Tensor) -> torch.Tensor:
+    """Position of each token among its row's real tokens, ``(batch, n)``: 0 at the first real
+    token whatever the padding side (pads get the nearest real position; they are masked).
+    Hugging Face numbers positions ``0..n-1`` whatever the mask, so without these a left-padded
+    row's real tokens would take RoPE positions shifted by the padding."""
+    return (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
+
+
+def lm_logits(
+    model: nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor, **kwargs: Any
+) -> torch.Tensor:
+    """``model``'s logits on a padded batch, with :func:`mask_positions` as ``position_ids`` (so
+    left and right padding give the same logits at the real tokens)."""
+    return model(
+        input_ids=input_ids,
+        attention_mask=attention_mask,
+        position_ids=mask_positions(attention_mask),
+        **kwargs,
+    ).logits
+
+
 def _encode(
     tok: PreTrainedTokenizerBase, texts: Sequence[str], device: torch.device
 ) -> dict[str, torch.Tensor]:
     enc = tok(list(texts), return_tensors="pt", padding=True)
+    mask = enc["attention_mask"].to(device)
     return {
         "input_ids": enc["input_ids"].to(device),
-        "attention_mask": enc["attention_mask"].to(device),
+        "attention_mask": mask,
+        "position_ids": mask_positions(mask),
     }
 
 

@@ -21,6 +21,7 @@ import torch
 import torch.nn.functional as F
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+from linearize.convert import lm_logits
 from linearize.tasks import TaskSet
 from paper_common.lm import answer_rank
 
@@ -100,7 +101,7 @@ def task_scores(
         ids = enc["input_ids"].to(device)
         mask = enc["attention_mask"]
         logp = F.log_softmax(
-            model(input_ids=ids, attention_mask=mask.to(device), use_cache=False).logits.float(),
+            lm_logits(model, ids, mask.to(device), use_cache=False).float(),
             -1,
         )
         for i, (words, graded) in enumerate(

@@ -45,6 +45,7 @@ __all__ = [
     "DecodeState",
     "LinearizeConfig",
     "LinearizedAttention",
+    "scale_state",
     "zero_state",
 ]
 
@@ -65,7 +66,8 @@ class LinearizeConfig:
     key pooled to the feature width, divided by 16); ``budget`` exact KV entries, of which ``sinks``
     and ``window``; ``routing`` for the rest; ``conv``: short convolution of ``conv_kernel``;
     ``state_covers``: ``evicted`` (the state holds what the cache does not) or ``all`` (every token,
-    as Liger); ``combine``: one of :data:`COMBINES`; ``form``/``chunk_size`` of the state update.
+    as Liger); ``combine``: one of :data:`COMBINES`; ``form``/``chunk_size`` of the state update;
+    ``control_seed``: the seed of the ``control`` update's initial key-independent direction.
     """
 
     update: str = "gated_delta"
@@ -83,6 +85,7 @@ class LinearizeConfig:
     combine: str = "auto"
     form: str = "chunked"
     chunk_size: int = 64
+    control_seed: int = 0
 
     def __post_init__(self) -> None:
         def bad(name: str, allowed: str) -> ValueError:
@@ -102,7 +105,7 @@ class LinearizeConfig:
             raise bad("state_covers", "'evicted' or 'all'")
         if self.form not in FORMS:
             raise bad("form", f"one of {', '.join(FORMS)}")
-        for name in ("budget", "sinks", "window"):
+        for name in ("budget", "sinks", "window", "control_seed"):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 0:
                 raise bad(name, "an int >= 0")
         if self.sinks > self.budget:
@@ -147,18 +150,36 @@ class LinearizeConfig:
         return "shared" if self.is_normalized else "mix"
 
 
-_ZERO_STATE: list[bool] = [False]
+_STATE_SCALE: list[float] = [1.0]
+
+
+def zero_state() -> contextlib.AbstractContextManager[None]:
+    """Within this block every :class:`LinearizedAttention` runs with its state zeroed (the exact
+    cache alone): the check that a hybrid is not bypassing its state."""
+    return scale_state(0.0)
 
 
 @contextlib.contextmanager
-def zero_state() -> Iterator[None]:
-    """Within this block every :class:`LinearizedAttention` runs with its state zeroed (the exact
-    cache alone): the check that a hybrid is not bypassing its state."""
-    _ZERO_STATE.append(True)
+def scale_state(factor: float) -> Iterator[None]:
+    """Within this block every :class:`LinearizedAttention` multiplies its state's read-out (and
+    normaliser) by ``factor`` in ``[0, 1]``: 0 zeroes it (:func:`zero_state`); a factor near 1 is the
+    placebo of that check (a perturbation that must cost nothing)."""
+    if not 0.0 <= float(factor) <= 1.0:
+        raise ValueError(f"factor must be in [0, 1]; got {factor!r}")
+    _STATE_SCALE.append(float(factor))
     try:
         yield
     finally:
-        _ZERO_STATE.pop()
+        _STATE_SCALE.pop()
+
+
+def _scaled(o_state: torch.Tensor, den: torch.Tensor | None):  # type: ignore[no-untyped-def]
+    f = _STATE_SCALE[-1]
+    if f == 1.0:
+        return o_state, den
+    if f == 0.0:  # zeros, not 0 * x (a non-finite read-out stays out)
+        return torch.zeros_like(o_state), None if den is None else torch.zeros_like(den)
+    return f * o_state, None if den is None else f * den
 
 
 class LinearizedAttention(nn.Module):
@@ -188,7 +209,7 @@ class LinearizedAttention(nn.Module):
             self.beta_w = nn.Parameter(torch.zeros(h, head_dim))
             self.beta_b = nn.Parameter(torch.full((h,), 2.0))  # b ~ 0.88 at init
         if cfg.update == "control":
-            gen = torch.Generator().manual_seed(0)
+            gen = torch.Generator().manual_seed(cfg.control_seed)
             self.direction = nn.Parameter(torch.randn(h, df, generator=gen))
         if cfg.conv:
             width = cfg.conv_kernel
@@ -447,9 +468,7 @@ class LinearizedAttention(nn.Module):
         else:
             writer, cache = self.schedule(q, k, fk, vs, log_a, beta, scale)
         o_state, den = self._state_output(fq, fk, vs, log_a, beta, writer)
-        if _ZERO_STATE[-1]:
-            o_state = torch.zeros_like(o_state)
-            den = None if den is None else torch.zeros_like(den)
+        o_state, den = _scaled(o_state, den)
         if cfg.budget == 0:
             return o_state if den is None else o_state / (den + 1e-6)
         num, den_e = _exact(q, k, v, cache, scale)
@@ -615,9 +634,7 @@ class LinearizedAttention(nn.Module):
         if self.has_state:
             read = (st.state @ fq[..., None])[..., 0]  # (b, h, dv')
             o_state, den = (read[..., :-1], read[..., -1:]) if cfg.is_normalized else (read, None)
-            if _ZERO_STATE[-1]:
-                o_state = torch.zeros_like(o_state)
-                den = None if den is None else torch.zeros_like(den)
+            o_state, den = _scaled(o_state, den)
             if cfg.budget == 0:
                 out = o_state if den is None else o_state / (den + 1e-6)
                 return out[:, :, None], st

@@ -34,6 +34,7 @@ from linearize.reproduce.run import (  # noqa: F401
     DELTA_ARMS,
     JOB_THREADS,
     METRICS,
+    NULL_ARMS,
     OURS,
     _fact_job,
     _recall_job,
@@ -78,6 +79,9 @@ def reproduce(cfg: Scale, report: Report, seed: int) -> None:
     grid = variants(cfg, head_dim)
     jobs = [("softmax", "teacher", seeds[0], cfg, arch)]
     jobs += [(name, group, s, cfg, arch) for name, (group, _) in grid.items() for s in seeds]
+    # the nulls' arms (replicates, the control's other direction): rows paired with the grid's by seed
+    nulls = [n for n in NULL_ARMS if n.partition("@")[0] in grid]
+    jobs += [(name, "null", s, cfg, arch) for name in nulls for s in seeds]
     rows = map_jobs(_recall_job, jobs, workers=cfg.workers)
     watch.lap("recall")
     teacher_row = rows[0]
@@ -94,7 +98,7 @@ def reproduce(cfg: Scale, report: Report, seed: int) -> None:
     # the post-hoc baselines, Hedgehog (an arm of the update grid) included
     baselines = [n for n, (g, _) in grid.items() if g == "baseline" or n == "hedgehog"]
     fact_jobs = [("softmax", seeds[0], cfg)] + [
-        (n, s, cfg) for n in [best, *baselines] for s in seeds
+        (n, s, cfg) for n in [best, *baselines, f"{best}@replicate"] for s in seeds
     ]
     fact_rows = map_jobs(_fact_job, fact_jobs, workers=cfg.workers)
     watch.lap("facts")

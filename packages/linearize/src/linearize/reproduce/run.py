@@ -12,7 +12,7 @@ import torch
 from linearize.analysis import attention_mass, key_dependence
 from linearize.baselines import (
     elu_linear,
-    liger,
+    liger_gla,
     lola,
     lolcats,
     sliding_window,
@@ -28,7 +28,7 @@ from linearize.convert import (
 )
 from linearize.evaluate import fact_accuracy, task_scores
 from linearize.reproduce.scales import Scale
-from linearize.student import LinearizeConfig, zero_state
+from linearize.student import LinearizeConfig, scale_state, zero_state
 from linearize.tasks import TASKS, make_task
 from linearize.teachers import TeacherSpec, recall_teacher
 from paper_common.device import pinned_threads
@@ -38,6 +38,13 @@ OURS = "deltanet+all"
 # GLA arms, and our scalar gate), at equal state width
 DELTA_ARMS = ("deltanet", "gated_deltanet")
 ACCUMULATION = ("hedgehog", "gated_scalar", "gla")
+# the nulls that run through the data (not in the grid's table): an arm's independent replicate
+# (the same config, linearization seeds offset by REPLICATE_OFFSET, paired with the originals by
+# seed) and the control update with another initial direction (same seeds)
+REPLICATE_OFFSET = 1000
+NULL_ARMS = ("deltanet@replicate", "control@direction1")
+# claim 6's placebo: the state's read-out scaled by this factor instead of zeroed
+PLACEBO_SCALE = 0.999
 # per-variant numbers in the report's table (means over seeds)
 METRICS = ("mse", "mqar_1x", "mqar_2x", "mqar_4x", "passkey_1x", "passkey_4x", "copy_4x", "ppl")
 
@@ -54,6 +61,7 @@ def variants(scale: Scale, head_dim: int) -> dict[str, tuple[str, LinearizeConfi
         # have, not run), DeltaNet and Gated DeltaNet; the scalar gate and the control are ours
         "hedgehog": ("update", LinearizeConfig(update="linear", **hh)),
         "gated_scalar": ("update", LinearizeConfig(update="gated", **hh)),
+        # normalised diagonal gate with Hedgehog features (GLA as published is usually unnormalised)
         "gla": ("update", LinearizeConfig(update="diag_gated", **hh)),
         "deltanet": ("update", LinearizeConfig(update="delta", **sg)),
         "gated_deltanet": ("update", LinearizeConfig(update="gated_delta", **sg)),
@@ -75,7 +83,7 @@ def variants(scale: Scale, head_dim: int) -> dict[str, tuple[str, LinearizeConfi
         "streaming_llm": ("baseline", streaming_llm(s, b - s)),
         "elu_linear": ("baseline", elu_linear()),
         "lolcats": ("baseline", lolcats(b, fd)),
-        "liger_gla": ("baseline", liger(b)),
+        "liger_gla": ("baseline", liger_gla(b)),
         "lola": ("baseline", lola(s, w, b - s - w, fd)),
     }
     if scale.grid == "smoke":
@@ -85,6 +93,24 @@ def variants(scale: Scale, head_dim: int) -> dict[str, tuple[str, LinearizeConfi
 
 
 # ============================================================================ jobs
+def resolve(name: str, scale: Scale, head_dim: int, seed: int) -> tuple[LinearizeConfig, int]:
+    """Config and linearization seed of arm ``name`` at ``seed``: a grid arm, ``<arm>@replicate``
+    (its seed offset by :data:`REPLICATE_OFFSET`) or ``<control arm>@direction1`` (the control's
+    initial direction drawn with seed 1)."""
+    base, _, tag = name.partition("@")
+    grid = variants(scale, head_dim)
+    if base not in grid:
+        raise ValueError(f"unknown arm {base!r} in {name!r}; allowed: {', '.join(grid)}")
+    cfg = grid[base][1]
+    if tag == "":
+        return cfg, seed
+    if tag == "replicate":
+        return cfg, seed + REPLICATE_OFFSET
+    if tag == "direction1" and cfg.update == "control":
+        return replace(cfg, control_seed=1), seed
+    raise ValueError(f"arm tag must be 'replicate' or 'direction1' (control only); got {name!r}")
+
+
 def _teacher_and_data(scale: Scale, arch: str):  # type: ignore[no-untyped-def]
     spec = replace(scale.teacher, arch=arch)
     teacher, tok = recall_teacher(spec, progress=False)
@@ -152,14 +178,18 @@ def _recall_run(job: tuple[str, str, int, Scale, str]) -> dict[str, Any]:
         row["recent_mass"] = np.mean(last, 0).tolist()
         row["mse"] = 0.0
         return row
-    cfg = variants(scale, teacher.config.hidden_size // teacher.config.num_attention_heads)[name][1]
-    torch.manual_seed(seed)
+    hd = teacher.config.hidden_size // teacher.config.num_attention_heads
+    cfg, lin_seed = resolve(name, scale, hd, seed)
+    row["linearization_seed"] = lin_seed
+    torch.manual_seed(lin_seed)
     student = linearize(teacher, cfg)
     train = capture(teacher, tok, distill_texts)
     losses = transfer(
         student,
         train,
-        TransferConfig(steps=scale.transfer_steps, lr=scale.transfer_lr, seed=seed, progress=False),
+        TransferConfig(
+            steps=scale.transfer_steps, lr=scale.transfer_lr, seed=lin_seed, progress=False
+        ),
     )
     row["transfer_diverged"] = transfer_diverged(losses)
     errs = layer_errors(student, capture(teacher, tok, held_texts))
@@ -170,6 +200,8 @@ def _recall_run(job: tuple[str, str, int, Scale, str]) -> dict[str, Any]:
     if cfg.budget and cfg.update != "none":
         with zero_state():
             row["mqar_4x_zeroed"] = task_scores(student, tok, sets["mqar_4x"]).accuracy
+        with scale_state(PLACEBO_SCALE):
+            row["mqar_4x_placebo"] = task_scores(student, tok, sets["mqar_4x"]).accuracy
     row["backbone_unchanged"] = _backbone_unchanged(teacher, student)
     return row
 
@@ -215,13 +247,15 @@ def _fact_run(job: tuple[str, int, Scale]) -> dict[str, Any]:
             "fact_acc": fact_accuracy(model, tok, prompts, answers, cands),
         }
     hd = model.config.hidden_size // model.config.num_attention_heads
-    cfg = variants(scale, hd)[name][1]
-    torch.manual_seed(seed)
+    cfg, lin_seed = resolve(name, scale, hd, seed)
+    torch.manual_seed(lin_seed)
     student = linearize(model, cfg)
     losses = transfer(
         student,
         capture(model, tok, distill),
-        TransferConfig(steps=scale.transfer_steps, lr=scale.transfer_lr, seed=seed, progress=False),
+        TransferConfig(
+            steps=scale.transfer_steps, lr=scale.transfer_lr, seed=lin_seed, progress=False
+        ),
     )
     return {
         "variant": name,
