@@ -61,24 +61,20 @@ def test_every_objective_runs_on_meta(config):
 
     # lightly's NT-Xent and VICReg drop a diagonal by boolean indexing (device-correct, but its
     # output size is data-dependent): let meta assume the count, as it is only a shape here
-    with fx_config.patch(meta_nonzero_assume_all_nonzero=True):
-        _meta_step(config)
-
-
-def _meta_step(config: PretrainConfig) -> None:
     cfg = config.with_(vit=TINY, batch_size=4)
     torch.manual_seed(0)
-    model = build_model(cfg).to("meta")
-    globals_, locals_, masks = _views(cfg, "meta")
+    with fx_config.patch(meta_nonzero_assume_all_nonzero=True):
+        model = build_model(cfg).to("meta")
+        globals_, locals_, masks = _views(cfg, "meta")
+        terms = model.losses(globals_, locals_, masks)
+        terms["loss"].backward()
+        model.update_teacher(0.99)
     assert all(g.device.type == "meta" for g in globals_ + locals_)
     assert masks is None or all(m.device.type == "meta" for m in masks)
-    terms = model.losses(globals_, locals_, masks)
     assert all(v.device.type == "meta" for v in terms.values())
-    terms["loss"].backward()
     grads = [p.grad for p in model.parameters() if p.requires_grad and p.grad is not None]
     assert grads
     assert all(g.device.type == "meta" for g in grads)
-    model.update_teacher(0.99)
     assert all(b.device.type == "meta" for b in model.buffers())
 
 
