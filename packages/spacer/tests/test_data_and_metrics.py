@@ -84,3 +84,18 @@ def test_stdlib_words_is_a_real_skewed_stream():
     _, f = true_counts(ids)
     assert ids.size > 5_000
     assert "self" in set(vocab.tolist()) or "def" in set(vocab.tolist()) or f.max() > 100
+
+
+def test_binary_words_is_a_second_real_skewed_stream():
+    from spacer import binary_words
+
+    ids, vocab = binary_words()
+    again, vocab2 = binary_words(max_items=1000)
+    assert np.array_equal(vocab2[again], vocab[ids[:1000]])  # the same words, in file order
+    _, f = true_counts(ids)
+    assert ids.size > 100_000
+    share = np.sort(f)[::-1] / ids.size
+    assert share[0] > 0.02  # skewed: the commonest word alone is over 2% of the stream
+    assert vocab.size > 10_000  # and a long tail
+    with pytest.raises(ValueError, match="max_items"):
+        binary_words(max_items=0)

@@ -6,7 +6,7 @@ from spacer.reproduce import reproduce
 
 def test_smoke_reproduce_writes_a_report(tmp_path):
     report = reproduce("smoke", seed=0, out_dir=tmp_path / "r")
-    assert len(report.claims) == 4
+    assert len(report.claims) == 5
     assert all(c.value is not None and c.value >= 0 for c in report.claims)  # ratios of errors
     for c in report.claims:  # each claim: a verdict on an interval over seeds, with both controls
         assert c.missing_parts() == [], c.statement

@@ -6,6 +6,7 @@ from hypothesis import strategies as st
 from spacer import (
     CountMin,
     CountSketch,
+    CountSketchPlusPlus,
     FrequencySketch,
     LearnedCountMin,
     MisraGries,
@@ -139,6 +140,7 @@ ALL = [
     lambda: LearnedCountMin(40, [1, 2, 3], seed=2),
     lambda: PredictionCountSketch(40, [1, 2, 3], seed=2),
     lambda: PredictedExact(10, [1, 2, 3]),
+    lambda: CountSketchPlusPlus(120, [1, 2, 3], C=5, seed=2),
 ]
 
 

@@ -9,6 +9,7 @@ from spacer.base import FrequencySketch
 from spacer.baselines import (
     CountMin,
     CountSketch,
+    CountSketchPlusPlus,
     LearnedCountMin,
     MisraGries,
     PredictedExact,
@@ -27,11 +28,19 @@ from spacer.metrics import (
     weighted_error,
 )
 from spacer.sketch import SampleAndHold, SpaceR, SpaceRConfig
-from spacer.streams import adversarial_order, encode, read_items, stdlib_words, zipf_stream
+from spacer.streams import (
+    adversarial_order,
+    binary_words,
+    encode,
+    read_items,
+    stdlib_words,
+    zipf_stream,
+)
 
 __all__ = [
     "CountMin",
     "CountSketch",
+    "CountSketchPlusPlus",
     "FrequencySketch",
     "LearnedCountMin",
     "MisraGries",
@@ -42,6 +51,7 @@ __all__ = [
     "SpaceRConfig",
     "SpaceSaving",
     "adversarial_order",
+    "binary_words",
     "classical_blogb_words",
     "encode",
     "evaluate",

@@ -1,10 +1,15 @@
 """The interface every frequency sketch shares, vectorised hashing, and input checks.
 
 Items are non-negative integer ids in a numpy array (map strings to ids with ``np.unique(...,
-return_inverse=True)`` or :func:`spacer.streams.encode`). ``update`` takes a whole batch and
-aggregates it with ``np.unique`` before touching the sketch, so no hot path loops over items in
-Python. Memory is counted in *words*, the unit of this literature: one word per counter and one per
-stored item id.
+return_inverse=True)`` or :func:`spacer.streams.encode`). ``update`` takes a whole batch, and the
+state after it is what the item-by-item algorithm leaves, whatever the batch size: linear sketches
+(Count-Min, Count-Sketch and the predicted-exact parts) aggregate the batch with ``np.unique``
+(their state is a sum, so order and grouping do not matter); order-dependent ones (Misra-Gries,
+SpaceSaving, conservative update, SpaceR, sample-and-hold) run their item-by-item rule over the
+batch in stream order. :meth:`FrequencySketch.update_aggregated` keeps the faster
+aggregate-then-summarise path for those, and charges it: the batch's exact counts (one id and one
+counter per distinct item) are added to :attr:`~FrequencySketch.peak_memory_words`. Memory is
+counted in *words*, the unit of this literature: one word per counter and one per stored item id.
 """
 
 from __future__ import annotations
@@ -109,6 +114,9 @@ class FrequencySketch(ABC):
 
     name: ClassVar[str] = "sketch"
     mergeable: ClassVar[bool] = False
+    # True where the item-by-item algorithm's state depends on the order of the items: ``update``
+    # then runs :meth:`_update_sequential` (exact), ``update_aggregated`` the batch path (charged)
+    order_dependent: ClassVar[bool] = False
     merge_ignores: ClassVar[
         tuple[str, ...]
     ] = ()  # parameters that may differ between merged sketches
@@ -119,18 +127,58 @@ class FrequencySketch(ABC):
 
     def __init__(self) -> None:
         self.total = 0  # stream length N seen so far (sum of counts)
+        self.batch_words = 0  # the largest batch summary update_aggregated held beside the sketch
 
     def update(self, items: ArrayLike, counts: ArrayLike | None = None) -> FrequencySketch:
-        """Add a batch of items (each once, or ``counts[i]`` times); returns ``self``."""
+        """Add a batch of items in stream order (each once, or ``counts[i]`` consecutive times);
+        returns ``self``. The state afterwards is the item-by-item algorithm's, for any batch size."""
         arr = as_items(items)
         c = as_counts(counts, arr.size)
         if arr.size == 0:
             return self
+        if not self.order_dependent:
+            return self._update_aggregated(arr, c)
+        w = np.ones(arr.size, np.int64) if c is None else c
+        keep = w > 0
+        arr, w = arr[keep], w[keep]
+        if arr.size:
+            self._update_sequential(arr, w)
+            self.total += int(w.sum())
+        return self
+
+    def update_aggregated(
+        self, items: ArrayLike, counts: ArrayLike | None = None
+    ) -> FrequencySketch:
+        """The fast path: count the batch exactly with ``np.unique``, then summarise the counts.
+
+        For an order-dependent sketch the answer can differ from the item-by-item algorithm's (the
+        batch's exact counts are memory the sketch did not pay for), so its size, two words per
+        distinct item, is charged: :attr:`peak_memory_words` includes the largest such batch. For
+        a linear sketch this is :meth:`update` and charges nothing.
+        """
+        arr = as_items(items)
+        c = as_counts(counts, arr.size)
+        if arr.size == 0:
+            return self
+        return self._update_aggregated(arr, c)
+
+    def _update_aggregated(self, arr: np.ndarray, c: np.ndarray | None) -> FrequencySketch:
         uniq, tot = aggregate(arr, c)
         if uniq.size:
+            if self.order_dependent:
+                self.batch_words = max(self.batch_words, 2 * int(uniq.size))
             self.total += int(tot.sum())
             self._update(uniq, tot)
         return self
+
+    def _update_sequential(self, items: np.ndarray, counts: np.ndarray) -> None:
+        """The item-by-item rule over ``items`` in order, ``counts[i]`` consecutive copies each."""
+        raise NotImplementedError(f"{type(self).__name__} has no sequential update")
+
+    @property
+    def peak_memory_words(self) -> int:
+        """:attr:`memory_words` plus the largest batch summary :meth:`update_aggregated` kept."""
+        return self.memory_words + self.batch_words
 
     @abstractmethod
     def _update(self, uniq: np.ndarray, counts: np.ndarray) -> None: ...
@@ -171,7 +219,12 @@ class FrequencySketch(ABC):
         """Serialise to bytes (an ``.npz`` archive with the parameters as JSON; no pickle)."""
         buf = io.BytesIO()
         meta = json.dumps(
-            {"class": type(self).__name__, "params": self.params(), "total": self.total}
+            {
+                "class": type(self).__name__,
+                "params": self.params(),
+                "total": self.total,
+                "batch_words": self.batch_words,
+            }
         )
         np.savez(buf, __meta__=np.frombuffer(meta.encode(), dtype=np.uint8), **self._state())
         return buf.getvalue()
@@ -187,6 +240,7 @@ class FrequencySketch(ABC):
             raise ValueError(f"unknown sketch class {meta['class']!r}")
         sketch = cls(**meta["params"])
         sketch.total = int(meta["total"])
+        sketch.batch_words = int(meta.get("batch_words", 0))
         sketch._load_state(state)
         return sketch
 

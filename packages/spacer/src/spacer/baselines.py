@@ -4,7 +4,7 @@ Classical: :class:`CountMin` (optionally conservative update), :class:`CountSket
 :class:`MisraGries`, :class:`SpaceSaving`, :class:`~spacer.sketch.SampleAndHold`.
 Learning-augmented, fed by a heavy-hitter oracle (:func:`perfect_oracle`, :func:`noisy_oracle`):
 :class:`LearnedCountMin` (Hsu et al. 2019), :class:`PredictionCountSketch` (after Aamand et al.
-2023), and :class:`PredictedExact`, the trivial mechanism: count the predicted items exactly,
+2023), :class:`CountSketchPlusPlus` (Aamand et al. 2023, with or without predictions), and :class:`PredictedExact`, the trivial mechanism: count the predicted items exactly,
 answer 0 for the rest. :func:`two_pass` builds a learned method whose predictions come from a first
 pass over the stream instead of an oracle. Memory is in words: counters plus stored ids.
 """
@@ -25,6 +25,7 @@ from spacer.table import Table
 __all__ = [
     "CountMin",
     "CountSketch",
+    "CountSketchPlusPlus",
     "LearnedCountMin",
     "MisraGries",
     "PredictedExact",
@@ -46,14 +47,19 @@ def _check_positive(name: str, value: int) -> int:
 class CountMin(FrequencySketch):
     """Count-Min (Cormode & Muthukrishnan 2005): ``depth x width`` counters, estimate = row minimum.
 
-    ``conservative=True`` raises only the counters below the new minimum. On a batch the update is
-    applied to every distinct item at once from the batch's starting minima (``np.maximum.at``): it
-    equals sequential conservative update when no two items of a batch share a counter and never
-    underestimates either way.
+    ``conservative=True`` raises only the counters below the new minimum, item by item in stream
+    order (the update depends on the order, so :meth:`update` runs it sequentially; plain Count-Min
+    is a sum and aggregates the batch). :meth:`update_aggregated` applies conservative update to
+    every distinct item of a batch at once from the batch's starting minima (``np.maximum.at``):
+    never an underestimate, but not the sequential answer, so the batch is charged.
     """
 
     name: ClassVar[str] = "Count-Min"
     mergeable: ClassVar[bool] = True
+
+    @property
+    def order_dependent(self) -> bool:  # type: ignore[override]
+        return self.conservative
 
     def __init__(
         self, width: int, depth: int = 2, conservative: bool = False, seed: int = 0
@@ -78,6 +84,26 @@ class CountMin(FrequencySketch):
         target = self.table[rows, h].min(axis=0) + counts
         for r in range(self.depth):
             np.maximum.at(self.table[r], h[r], target)
+
+    def _update_sequential(self, items: np.ndarray, counts: np.ndarray) -> None:
+        rows = [r.tolist() for r in self.table]
+        cells = [h.tolist() for h in self.hash(items)]
+        if self.depth == 2:
+            r0, r1 = rows
+            for a, b, c in zip(cells[0], cells[1], counts.tolist(), strict=True):
+                x, y = r0[a], r1[b]
+                t = (x if x < y else y) + c
+                if x < t:
+                    r0[a] = t
+                if y < t:
+                    r1[b] = t
+        else:
+            for j, c in enumerate(counts.tolist()):
+                t = min(row[col[j]] for row, col in zip(rows, cells, strict=True)) + c
+                for row, col in zip(rows, cells, strict=True):
+                    if row[col[j]] < t:
+                        row[col[j]] = t
+        self.table = np.array(rows, np.int64)
 
     def estimate(self, items: ArrayLike) -> np.ndarray:
         q = as_items(items)
@@ -162,41 +188,70 @@ class CountSketch(FrequencySketch):
 
 
 class MisraGries(FrequencySketch):
-    """Misra-Gries with ``k`` counters, in its mergeable form (Agarwal et al. 2012).
+    """Misra-Gries with ``k`` counters, item by item (Misra & Gries 1982), mergeable (Agarwal et al. 2012).
 
-    A batch is added to the table; if more than ``k`` ids are then tracked, the ``(k+1)``-th largest
-    count is subtracted from all and non-positive ones dropped. Estimates never exceed the truth and
-    undercount by at most ``(N - sum of counters) / (k + 1) <= N / (k + 1)``.
+    An occurrence of a tracked id adds one; of an untracked id takes a free counter, or, with all
+    ``k`` taken, decrements every counter (dropping those at 0) and is itself dropped. A weight
+    ``c`` (``c`` consecutive occurrences) decrements by ``min(c, smallest counter)`` and inserts the
+    rest. Estimates never exceed the truth and undercount by at most
+    ``(N - sum of counters) / (k + 1) <= N / (k + 1)``. :meth:`update_aggregated` (and
+    :meth:`merge`) add a batch's exact counts and subtract the ``(k+1)``-th largest: the same
+    bound, a different (charged) answer.
     """
 
     name: ClassVar[str] = "Misra-Gries"
     mergeable: ClassVar[bool] = True
+    order_dependent: ClassVar[bool] = True
 
     def __init__(self, k: int) -> None:
         super().__init__()
         self.k = _check_positive("k", k)
-        self.table = Table()
+        self._counts: dict[int, int] = {}
 
     @classmethod
     def with_memory(cls, memory_words: int) -> MisraGries:
         return cls(max(1, memory_words // 2))
 
-    def _prune(self) -> None:
-        if len(self.table) > self.k:
-            kth = np.partition(self.table.counts, -(self.k + 1))[-(self.k + 1)]
-            self.table.counts = self.table.counts - kth
-            self.table.keep(self.table.counts > 0)
+    @property
+    def table(self) -> Table:
+        ids = np.fromiter(self._counts.keys(), np.int64, len(self._counts))
+        return Table(ids, np.fromiter(self._counts.values(), np.int64, len(self._counts)))
+
+    def _set(self, table: Table) -> None:
+        if len(table) > self.k:
+            kth = np.partition(table.counts, -(self.k + 1))[-(self.k + 1)]
+            table.counts = table.counts - kth
+            table.keep(table.counts > 0)
+        self._counts = dict(zip(table.ids.tolist(), table.counts.tolist(), strict=True))
 
     def _update(self, uniq: np.ndarray, counts: np.ndarray) -> None:
-        self.table.add_table(Table(uniq, counts))
-        self._prune()
+        t = self.table
+        t.add_table(Table(uniq, counts))
+        self._set(t)
+
+    def _update_sequential(self, items: np.ndarray, counts: np.ndarray) -> None:
+        table, k = self._counts, self.k
+        get = table.get
+        for i, c in zip(items.tolist(), counts.tolist(), strict=True):
+            cur = get(i)
+            if cur is not None:
+                table[i] = cur + c
+            elif len(table) < k:
+                table[i] = c
+            else:
+                d = min(c, min(table.values()))
+                table = {j: v - d for j, v in table.items() if v > d}
+                get = table.get
+                if c > d:
+                    table[i] = c - d
+        self._counts = table
 
     def estimate(self, items: ArrayLike) -> np.ndarray:
         return self.table.lookup(as_items(items))
 
     @property
     def error_bound(self) -> float:
-        return (self.total - int(self.table.counts.sum())) / (self.k + 1)
+        return (self.total - sum(self._counts.values())) / (self.k + 1)
 
     @property
     def memory_words(self) -> int:
@@ -205,33 +260,38 @@ class MisraGries(FrequencySketch):
     def merge(self, other: FrequencySketch) -> MisraGries:
         self._check_merge(other)
         assert isinstance(other, MisraGries)
-        self.table.add_table(other.table)
+        t = self.table
+        t.add_table(other.table)
+        self._set(t)
         self.total += other.total
-        self._prune()
         return self
 
     def params(self) -> dict[str, Any]:
         return {"k": self.k}
 
     def _state(self) -> dict[str, np.ndarray]:
-        return {"ids": self.table.ids, "counts": self.table.counts}
+        t = self.table
+        return {"ids": t.ids, "counts": t.counts}
 
     def _load_state(self, state: dict[str, np.ndarray]) -> None:
-        self.table = Table(state["ids"], state["counts"])
+        self._set(Table(state["ids"], state["counts"]))
 
 
 class SpaceSaving(FrequencySketch):
     """SpaceSaving (Metwally, Agrawal & El Abbadi 2005) with ``k`` counters, weighted updates.
 
-    A batch is aggregated first and its distinct items are processed in order of id: a tracked item
-    adds its weight; an untracked one replaces the item with the smallest count and starts from that
-    count. Never underestimates; overestimates by at most the minimum counter ``<= N / k``. The
-    replacement is inherently sequential (a Python loop with a heap over the batch's distinct
-    untracked items); ``untracked="min"`` answers the minimum counter for untracked items (the
-    algorithm's upper bound), ``"zero"`` answers 0.
+    Item by item in stream order: a tracked item adds its weight; an untracked one takes a free
+    counter or replaces the item with the smallest count (ties: the smallest id) and starts from
+    that count. Never underestimates; overestimates by at most the minimum counter ``<= N / k``.
+    The replacement is inherently sequential (a Python loop with a lazy min-heap: one entry per
+    tracked id, its key possibly behind its count and refreshed when popped).
+    :meth:`update_aggregated` runs the same loop over the batch's distinct ids in id order with
+    their total counts (a different, charged answer). ``untracked="min"`` answers the minimum
+    counter for untracked items (the algorithm's upper bound), ``"zero"`` answers 0.
     """
 
     name: ClassVar[str] = "SpaceSaving"
+    order_dependent: ClassVar[bool] = True
 
     def __init__(self, k: int, untracked: str = "min") -> None:
         super().__init__()
@@ -246,29 +306,29 @@ class SpaceSaving(FrequencySketch):
     def with_memory(cls, memory_words: int, **kw: Any) -> SpaceSaving:
         return cls(max(1, memory_words // 2), **kw)
 
-    def _pop_min(self) -> tuple[int, int]:
-        while True:
-            c, i = heapq.heappop(self._heap)
-            if self.counts.get(i) == c:
-                return c, i
-
     def _update(self, uniq: np.ndarray, counts: np.ndarray) -> None:
-        table = self.counts
-        for i, c in zip(uniq.tolist(), counts.tolist(), strict=True):
-            if i in table:
-                table[i] += c
-                heapq.heappush(self._heap, (table[i], i))
-            elif len(table) < self.k:
+        self._update_sequential(uniq, counts)
+
+    def _update_sequential(self, items: np.ndarray, counts: np.ndarray) -> None:
+        table, heap, k = self.counts, self._heap, self.k
+        get, pop, push = table.get, heapq.heappop, heapq.heappush
+        for i, c in zip(items.tolist(), counts.tolist(), strict=True):
+            cur = get(i)
+            if cur is not None:
+                table[i] = cur + c
+            elif len(table) < k:
                 table[i] = c
-                heapq.heappush(self._heap, (c, i))
+                push(heap, (c, i))
             else:
-                m, j = self._pop_min()
+                while True:  # the smallest (count, id): refresh stale keys until one is current
+                    m, j = pop(heap)
+                    now = table[j]
+                    if now == m:
+                        break
+                    push(heap, (now, j))
                 del table[j]
                 table[i] = m + c
-                heapq.heappush(self._heap, (m + c, i))
-        if len(self._heap) > 4 * self.k + 1024:  # drop stale heap entries
-            self._heap = [(c, i) for i, c in table.items()]
-            heapq.heapify(self._heap)
+                push(heap, (m + c, i))
 
     def min_count(self) -> int:
         return min(self.counts.values()) if len(self.counts) >= self.k else 0
@@ -415,6 +475,117 @@ class PredictionCountSketch(_Predicted):
 
     def _rest_estimate(self, items: np.ndarray) -> np.ndarray:
         return np.maximum(super()._rest_estimate(items), 0.0)
+
+
+class CountSketchPlusPlus(FrequencySketch):
+    """CountSketch++ (Aamand, Chen, Nguyen, Silwal & Vakilian, NeurIPS 2023), optionally learned.
+
+    The memory left after the predictions, ``S``, is split in half: a large Count-Sketch of
+    ``depth`` (3) rows of width ``S / (2 depth)``, and ``floor(log2 S)`` small Count-Sketches of
+    ``depth`` rows of width ``floor(S / (2 depth log2 S))`` (at least 1; a floor of 3 columns
+    would overrun the budget at the literature's smallest S) with independent hashes. An id's
+    estimate is 0 when the median of the small tables' estimates is below
+    ``tau = C (log2 M / M) N`` (``M`` the whole budget ``memory_words``, ``N`` the stream length),
+    else the large table's estimate. With ``predicted`` ids (the
+    learning-augmented version) those are counted exactly and kept out of the tables; each costs
+    ``prediction_words`` words: 2 (id and counter, this package's accounting) or 1 (the
+    literature's: a counter, the id free).
+    """
+
+    name: ClassVar[str] = "CountSketch++"
+
+    def __init__(
+        self,
+        memory_words: int,
+        predicted: ArrayLike = (),
+        C: float = 8.0,
+        depth: int = 3,
+        prediction_words: int = 2,
+        seed: int = 0,
+    ) -> None:
+        super().__init__()
+        self.memory_budget = _check_positive("memory_words", memory_words)
+        self.depth = _check_positive("depth", depth)
+        if prediction_words not in (1, 2):
+            raise ValueError(f"prediction_words must be 1 or 2; got {prediction_words!r}")
+        if not C > 0:
+            raise ValueError(f"C must be > 0; got {C!r}")
+        self.C, self.prediction_words, self.seed = float(C), int(prediction_words), seed
+        pred = np.unique(as_items(np.asarray(predicted, np.int64), "predicted"))
+        self.heavy = Table(pred, np.zeros(pred.size, np.int64))
+        S = self.memory_budget - self.prediction_words * pred.size
+        if S < 4:
+            raise ValueError(
+                f"{pred.size} predictions at {prediction_words} words leave {S} of "
+                f"memory_words={memory_words}: need >= 4 for the tables"
+            )
+        self.sketch_words = S
+        n_small = max(1, math.floor(math.log2(S)))
+        small_w = max(1, math.floor(S / (2 * depth * math.log2(S))))
+        big_w = max(1, math.floor(S / (2 * depth)))
+        self.large = CountSketch(big_w, depth, seed=seed)
+        self.small = [CountSketch(small_w, depth, seed=seed + 1 + j) for j in range(n_small)]
+        used = self.large.memory_words + sum(t.memory_words for t in self.small)
+        if used > S:
+            raise ValueError(
+                f"memory_words={memory_words} too small for CountSketch++: its tables need {used} "
+                f"words of the {S} left"
+            )
+
+    @property
+    def tau(self) -> float:
+        """The threshold ``C (log2 S / S) N`` on the small tables' median: ``S`` the whole budget
+        (predictions included) and ``N`` the whole stream (predicted items included), as in the
+        SpaceR authors' experiment code; the tables are sized from what the predictions leave."""
+        S = self.memory_budget
+        return self.C * math.log2(S) / S * self.total
+
+    def _update(self, uniq: np.ndarray, counts: np.ndarray) -> None:
+        light = self.heavy.add_tracked(uniq, counts)
+        if light.any():
+            u, c = uniq[light], counts[light]
+            for t in (self.large, *self.small):
+                t.total += int(c.sum())
+                t._update(u, c)
+
+    def estimate(self, items: ArrayLike) -> np.ndarray:
+        q = as_items(items)
+        small = np.median(np.stack([t.estimate(q) for t in self.small]), axis=0)
+        out = np.where(small < self.tau, 0.0, self.large.estimate(q))
+        pos, hit = self.heavy.find(q)
+        out[hit] = self.heavy.counts[pos[hit]]
+        return out
+
+    @property
+    def memory_words(self) -> int:
+        tables = self.large.memory_words + sum(t.memory_words for t in self.small)
+        return self.prediction_words * len(self.heavy) + tables
+
+    def params(self) -> dict[str, Any]:
+        return {
+            "memory_words": self.memory_budget,
+            "predicted": self.heavy.ids.tolist(),
+            "C": self.C,
+            "depth": self.depth,
+            "prediction_words": self.prediction_words,
+            "seed": self.seed,
+        }
+
+    def _state(self) -> dict[str, np.ndarray]:
+        return {
+            "heavy_counts": self.heavy.counts,
+            "tables": np.concatenate([t.table.ravel() for t in (self.large, *self.small)]),
+        }
+
+    def _load_state(self, state: dict[str, np.ndarray]) -> None:
+        self.heavy.counts = state["heavy_counts"].astype(np.int64)
+        flat = state["tables"].astype(np.int64).ravel()
+        pos = 0
+        for t in (self.large, *self.small):
+            size = t.table.size
+            t.table = flat[pos : pos + size].reshape(t.table.shape)
+            t.total = self.total
+            pos += size
 
 
 def two_pass(

@@ -5,31 +5,34 @@ reasoning):
 
 * a table of at most ``k = memory_words // 2`` tracked items (one word for the id, one for the count);
 * **sampled admission**: an occurrence of an untracked item is sampled with probability
-  ``p_t = min(1, alpha * k / N_t)``, where ``N_t`` is the stream length before the current batch
-  (so early items are admitted for sure and later light items rarely). Once sampled, an item is
-  tracked and every later occurrence is counted exactly;
+  ``p_t = min(1, alpha * k / N_t)``, where ``N_t`` is the stream length before this item (so the
+  first ``alpha k`` items are admitted for sure and later light items rarely). Once sampled, an
+  item is tracked and every later occurrence is counted exactly;
 * **bias correction at admission**: an item admitted after ``X`` unsampled occurrences starts at
   its counted occurrences plus ``(1 - p) / p``, the expected number of misses, which makes the
   count an unbiased estimate under sample-and-hold at a fixed rate (``E[f_hat] = f``) and needs no
   extra word;
-* **eviction**: when more than ``k`` items are tracked, the ones with the smallest counts are
-  dropped (they answer 0 from then on): heavy items, admitted early and counted exactly, are safe.
+* **eviction**: when more than ``k`` items are tracked, the one with the smallest count is dropped
+  (ties: the largest id), answering 0 from then on: heavy items, admitted early and counted
+  exactly, are safe.
 
-A batch is processed at once: an untracked item with ``c`` occurrences is admitted with
-probability ``1 - (1-p)^c`` and misses a truncated-geometric number ``X < c`` of them (the same
-distribution as item-by-item sampling within the batch), then the table keeps its ``k`` largest
-counts; ties at the boundary keep the smallest ids (a rule, not the order a partial sort happens to
-leave, so the survivors do not depend on the numpy build or the CPU).
+``update`` runs this rule item by item in stream order, whatever the batch size (a batch is only
+a way to hand items over; two uniforms per item are drawn up front, so the coins do not depend on
+the split either). A weighted entry ``(id, c)`` is ``c`` consecutive occurrences: admitted with
+probability ``1 - (1-p)^c`` at the entry's ``p``, missing a truncated-geometric ``X < c`` of them.
+``update_aggregated`` admits a whole batch at the rate of its start (faster, a different answer,
+and the batch summary is charged to ``peak_memory_words``).
 
-Counts are exact for every item whose first occurrence falls in a batch that starts while
-``N_t <= alpha * k`` (then ``p_t = 1``), as long as no item has been evicted (at most ``k``
-distinct items so far). Free slots alone do not make a count exact: an item first seen later is
-sampled at ``p_t < 1`` like any other, so it may start from the bias-corrected estimate.
+Counts are exact for every item whose first occurrence is among the first ``alpha * k`` items of
+the stream, as long as nothing has been evicted. Free slots alone do not make a count exact: an
+item first seen later is sampled at ``p_t < 1`` like any other.
 """
 
 from __future__ import annotations
 
 import ast
+import heapq
+import math
 from dataclasses import asdict, dataclass
 from typing import Any, ClassVar
 
@@ -94,41 +97,121 @@ def top_k_mask(ids: np.ndarray, counts: np.ndarray, k: int) -> np.ndarray:
 
 
 class _Sampled(FrequencySketch):
-    """Sampled admission into a :class:`Table` of exact counters (shared by SpaceR and sample-and-hold)."""
+    """Sampled admission into exact counters (shared by SpaceR and sample-and-hold), item by item.
+
+    State: a dict id -> count and a min-heap with exactly one entry ``(count, -id)`` per tracked id
+    whose key may lag behind the count (counts only grow while tracked). A popped entry whose key
+    is stale is pushed back with its count, so the first valid pop is the true minimum of
+    ``(count, -id)``: the smallest count, ties broken by evicting the largest id. The eviction is a
+    function of the counts alone, not of the heap's layout.
+    """
+
+    order_dependent: ClassVar[bool] = True
 
     def __init__(self, seed: int) -> None:
         super().__init__()
         self.seed = seed
         self._rng = np.random.default_rng(seed)
-        self.table = Table()
+        self._counts: dict[int, int] = {}
+        self._heap: list[tuple[int, int]] = []
+        self._cache: Table | None = None
 
-    def _rate(self) -> float:
+    capacity: int | float = float("inf")
+
+    def _p(self, n_t: int) -> float:
+        """The admission probability of an occurrence arriving after ``n_t`` items."""
         raise NotImplementedError
 
-    def _admit(self, uniq: np.ndarray, counts: np.ndarray, p: float) -> None:
-        untracked = self.table.add_tracked(uniq, counts)
-        new, c = uniq[untracked], counts[untracked]
-        if new.size == 0:
-            return
-        if p >= 1:
-            self.table.insert(new, c)
-            return
-        admitted = self._rng.random(new.size) < -np.expm1(c * np.log1p(-p))
-        c = c[admitted]
-        counted = c - truncated_geometric(self._rng, p, c)
-        self.table.insert(new[admitted], counted + round((1 - p) / p))
+    @property
+    def table(self) -> Table:
+        """The tracked ids (sorted) and their counts."""
+        if self._cache is None:
+            ids = np.fromiter(self._counts.keys(), np.int64, len(self._counts))
+            cnt = np.fromiter(self._counts.values(), np.int64, len(self._counts))
+            self._cache = Table(ids, cnt)
+        return self._cache
+
+    @table.setter
+    def table(self, table: Table) -> None:
+        self._counts = dict(zip(table.ids.tolist(), table.counts.tolist(), strict=True))
+        self._heap = [(c, -i) for i, c in self._counts.items()]
+        heapq.heapify(self._heap)
+        self._cache = None
+
+    def _evict(self) -> None:
+        counts, heap = self._counts, self._heap
+        while len(counts) > self.capacity:
+            key, neg = heapq.heappop(heap)
+            cur = counts[-neg]
+            if cur != key:
+                heapq.heappush(heap, (cur, neg))
+            else:
+                del counts[-neg]
+        self._cache = None
+
+    def _update_sequential(self, items: np.ndarray, counts: np.ndarray) -> None:
+        # two uniforms per entry, drawn up front: the coins do not depend on how batches split
+        u = self._rng.random((items.size, 2))
+        table, heap, cap = self._counts, self._heap, self.capacity
+        get, p_of, n_t = table.get, self._p, self.total
+        for i, c, u1, u2 in zip(
+            items.tolist(), counts.tolist(), u[:, 0].tolist(), u[:, 1].tolist(), strict=True
+        ):
+            cur = get(i)
+            if cur is not None:
+                table[i] = cur + c
+                n_t += c
+                continue
+            p = p_of(n_t)
+            n_t += c
+            if p >= 1.0:
+                start = c
+            else:
+                log_q = math.log1p(-p)
+                if u1 >= -math.expm1(c * log_q):  # none of the c occurrences sampled
+                    continue
+                # misses before the first sampled one: truncated geometric (inverse CDF)
+                x = 0
+                if c > 1:
+                    x = math.floor(math.log1p(u2 * math.expm1(c * log_q)) / log_q)
+                    x = min(max(x, 0), c - 1)
+                start = c - x + round((1 - p) / p)
+            table[i] = start
+            heapq.heappush(heap, (start, -i))
+            if len(table) > cap:
+                self._evict()
+        self._cache = None
+
+    def _update(self, uniq: np.ndarray, counts: np.ndarray) -> None:
+        """The aggregated (charged) path: a batch admitted at the rate of its start, as one entry
+        per distinct id; see :meth:`FrequencySketch.update_aggregated`."""
+        n_t = self.total - int(counts.sum())
+        p = self._p(n_t)
+        tracked = np.array([i in self._counts for i in uniq.tolist()], bool)
+        for i, c in zip(uniq[tracked].tolist(), counts[tracked].tolist(), strict=True):
+            self._counts[i] += c
+        new, c = uniq[~tracked], counts[~tracked]
+        if p < 1 and new.size:
+            admitted = self._rng.random(new.size) < -np.expm1(c * np.log1p(-p))
+            new, c = new[admitted], c[admitted]
+            c = c - truncated_geometric(self._rng, p, c) + round((1 - p) / p)
+        for i, v in zip(new.tolist(), c.tolist(), strict=True):
+            self._counts[i] = v
+            heapq.heappush(self._heap, (v, -i))
+        self._evict()
 
     def estimate(self, items: ArrayLike) -> np.ndarray:
         return self.table.lookup(as_items(items))
 
     def tracked(self) -> tuple[np.ndarray, np.ndarray]:
         """The tracked ids and their estimates, heaviest first."""
-        order = np.argsort(-self.table.counts, kind="stable")
-        return self.table.ids[order], self.table.counts[order].astype(np.float64)
+        t = self.table
+        order = np.argsort(-t.counts, kind="stable")
+        return t.ids[order], t.counts[order].astype(np.float64)
 
     @property
     def memory_words(self) -> int:
-        return 2 * len(self.table)
+        return 2 * len(self._counts)
 
     def _state(self) -> dict[str, np.ndarray]:
         rng = repr(self._rng.bit_generator.state).encode()
@@ -155,8 +238,8 @@ class SampleAndHold(_Sampled):
         super().__init__(seed)
         self.rate = float(rate)
 
-    def _update(self, uniq: np.ndarray, counts: np.ndarray) -> None:
-        self._admit(uniq, counts, self.rate)
+    def _p(self, n_t: int) -> float:
+        return self.rate
 
     def params(self) -> dict[str, Any]:
         return {"rate": self.rate, "seed": self.seed}
@@ -179,34 +262,26 @@ class SpaceR(_Sampled):
         self.config = SpaceRConfig(memory_words, seed, alpha)
         super().__init__(seed)
         self.capacity = memory_words // 2
-        self._seen = 0  # N_t: the stream length before the current batch
+        self._alpha_k = self.config.alpha * self.capacity
+
+    def _p(self, n_t: int) -> float:
+        return 1.0 if n_t <= self._alpha_k else self._alpha_k / n_t
 
     @property
     def rate(self) -> float:
-        """The admission probability the next batch will use."""
-        return min(1.0, self.config.alpha * self.capacity / max(self._seen, 1))
-
-    def update(self, items: ArrayLike, counts: ArrayLike | None = None) -> SpaceR:
-        self._seen = self.total
-        super().update(items, counts)
-        return self
-
-    def _update(self, uniq: np.ndarray, counts: np.ndarray) -> None:
-        self._admit(uniq, counts, self.rate)
-        self._evict()
-
-    def _evict(self) -> None:
-        if len(self.table) > self.capacity:
-            self.table.keep(top_k_mask(self.table.ids, self.table.counts, self.capacity))
+        """The admission probability of the next item: ``min(1, alpha k / N)``."""
+        return self._p(self.total)
 
     def merge(self, other: FrequencySketch) -> SpaceR:
         """Merge a SpaceR built on another part of the stream (same parameters), in place: counts of
         items tracked in both add up, then the ``k`` largest are kept (as Misra-Gries merges)."""
         self._check_merge(other)
         assert isinstance(other, SpaceR)
-        self.table.add_table(other.table)
+        t = self.table.copy()
+        t.add_table(other.table)
+        t.keep(top_k_mask(t.ids, t.counts, self.capacity))
+        self.table = t
         self.total += other.total
-        self._evict()
         return self
 
     def params(self) -> dict[str, Any]:

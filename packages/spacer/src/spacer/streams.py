@@ -13,7 +13,14 @@ from numpy.typing import ArrayLike
 
 from spacer.base import as_items
 
-__all__ = ["adversarial_order", "encode", "read_items", "stdlib_words", "zipf_stream"]
+__all__ = [
+    "adversarial_order",
+    "binary_words",
+    "encode",
+    "read_items",
+    "stdlib_words",
+    "zipf_stream",
+]
 
 
 def zipf_stream(n: int, universe: int, exponent: float, seed: int = 0) -> np.ndarray:
@@ -56,6 +63,32 @@ def stdlib_words(max_files: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     for f in files:
         words += word.findall(f.read_text(errors="ignore"))
     return encode(np.array(words))
+
+
+def binary_words(max_items: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """A second real stream that ships offline, machine-generated rather than text: every aligned
+    4-byte little-endian word of numpy's compiled extension modules (``numpy/**/*.so`` or
+    ``*.pyd``, in path order), like the 32-bit addresses of a packet trace. Heavily skewed (zero
+    words, opcodes and pointers repeat). Deterministic for a given numpy build (``uv.lock`` pins
+    it); nothing is downloaded. Returns ``(ids, vocabulary)`` with the words as the vocabulary.
+    """
+    root = Path(np.__file__).parent
+    files = sorted(p for p in root.rglob("*") if p.suffix in (".so", ".pyd") and p.is_file())
+    if not files:
+        raise FileNotFoundError(
+            f"no compiled extension modules (*.so, *.pyd) under {root}: binary_words needs a "
+            "binary numpy install (a wheel, as `make setup` gives)"
+        )
+    parts = []
+    for f in files:
+        data = f.read_bytes()
+        parts.append(np.frombuffer(data[: len(data) // 4 * 4], dtype="<u4"))
+    words = np.concatenate(parts)
+    if max_items is not None:
+        if max_items < 1:
+            raise ValueError(f"max_items must be >= 1 or None; got {max_items}")
+        words = words[:max_items]
+    return encode(words)
 
 
 def read_items(

@@ -19,10 +19,33 @@ SHOWN = (
     "Misra-Gries",
     "Learned Count-Min",
     "Prediction Count-Sketch",
+    "Learned CountSketch++ C=5",
     "Trivial (exact on predictions)",
     "two-pass Prediction Count-Sketch",
     "SpaceSaving at B log B",
 )
+# The suite's cycle has 8 colours (Okabe-Ito); the figures draw up to 9+ curves per panel, so
+# curves past the eighth would reuse the first colours (SpaceR's). Colours here, in order of
+# appearance: Okabe-Ito, then Tol's dark wine, grey and indigo.
+PALETTE = (
+    "#0072B2",
+    "#D55E00",
+    "#009E73",
+    "#CC79A7",
+    "#E69F00",
+    "#56B4E9",
+    "#F0E442",
+    "#000000",
+    "#882255",
+    "#999999",
+    "#332288",
+)
+
+
+def _colour(i: int) -> str:
+    if i >= len(PALETTE):
+        raise ValueError(f"{i + 1} curves in one panel; the palette has {len(PALETTE)} colours")
+    return PALETTE[i]
 
 
 def _spread(rows: list[dict], key: str, x: str) -> dict[str, tuple[list, np.ndarray, np.ndarray]]:
@@ -43,11 +66,11 @@ def error_vs_memory(rows: list[dict], cfg: Scale) -> Figure:
     axes = np.atleast_1d(axes)
     for ax, a in zip(axes, cfg.exponents, strict=True):
         spread = _spread([r for r in rows if r["exponent"] == a], "weighted_error", "budget")
-        for m in SHOWN:
+        for i, m in enumerate(SHOWN):
             xs, mean, band = spread[m]
             lw = 2.5 if m == "SpaceR" else 1.2
-            (line,) = ax.plot(xs, mean, marker="o", label=m, lw=lw)
-            ax.fill_between(xs, band[:, 0], band[:, 1], color=line.get_color(), alpha=0.15)
+            ax.plot(xs, mean, marker="o", label=m, lw=lw, color=_colour(i))
+            ax.fill_between(xs, band[:, 0], band[:, 1], color=_colour(i), alpha=0.15)
         ax.set(xscale="log", yscale="log", title=f"Zipf {a}", xlabel="memory B (words)")
         ax.set_xticks(cfg.budgets, labels=[str(b) for b in cfg.budgets])
         ax.xaxis.set_minor_formatter(NullFormatter())
@@ -58,9 +81,12 @@ def error_vs_memory(rows: list[dict], cfg: Scale) -> Figure:
 
 def error_vs_noise(noise_rows: list[dict], a0: float, budget: int) -> Figure:
     fig, ax = new_figure()
-    for m, (xs, mean, band) in _spread(noise_rows, "weighted_error", "noise").items():
-        (line,) = ax.plot(xs, mean, marker="o", label=m, lw=2.5 if m == "SpaceR" else 1.2)
-        ax.fill_between(xs, band[:, 0], band[:, 1], color=line.get_color(), alpha=0.15)
+    for i, (m, (xs, mean, band)) in enumerate(
+        _spread(noise_rows, "weighted_error", "noise").items()
+    ):
+        lw = 2.5 if m == "SpaceR" else 1.2
+        ax.plot(xs, mean, marker="o", label=m, lw=lw, color=_colour(i))
+        ax.fill_between(xs, band[:, 0], band[:, 1], color=_colour(i), alpha=0.15)
     ax.set(
         xlabel="fraction of wrong predictions",
         ylabel="weighted error (mean over seeds)",

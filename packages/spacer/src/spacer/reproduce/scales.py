@@ -20,7 +20,10 @@ class Scale:
         noises: fractions of wrong predictions of the noisy-oracle sweep.
         seeds: independent replicates (stream and sketch randomness) each claim's interval is over.
         stdlib_files: Python standard-library files read for the real word stream (None: all).
-        batch: items per ``update`` call.
+        batch: items per ``update`` call (speed only: the answers do not depend on it).
+        literature_multipliers: S = 7 ceil(log2 n) x these for the literature's budget; must
+            contain the claim's multiplier (10).
+        binary_items: items of the numpy-binaries stream (None: all, about 3.9 M).
     """
 
     n: int
@@ -32,8 +35,14 @@ class Scale:
     seeds: int
     stdlib_files: int | None
     batch: int = 1 << 14
+    literature_multipliers: tuple[int, ...] = (1, 2, 5, 10, 20)
+    binary_items: int | None = None
 
     def __post_init__(self) -> None:
+        if 10 not in self.literature_multipliers:
+            raise ValueError(
+                f"literature_multipliers must include 10 (claim 5); got {self.literature_multipliers}"
+            )
         if self.budget not in self.budgets:
             raise ValueError(f"budget {self.budget} must be one of budgets {self.budgets}")
         if 0.5 not in self.noises or 0.0 not in self.noises:
@@ -45,7 +54,9 @@ class Scale:
 
 
 SCALES = {
-    "smoke": Scale(20_000, 2_000, (1.0,), (100, 200), 200, (0.0, 0.5), 3, 30),
+    "smoke": Scale(
+        20_000, 2_000, (1.0,), (100, 200), 200, (0.0, 0.5), 3, 30, 1 << 14, (1, 10), 20_000
+    ),
     "quick": Scale(
         1_000_000,
         100_000,
