@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from screening.reproduce import application_claim, rho_interval
-from screening.reproduce.claims import structure_claim, uncertainty_claim
+from screening.reproduce.claims import baseline_claim, structure_claim, uncertainty_claim
 from screening.reproduce.run import Results
 
 
@@ -13,7 +13,8 @@ def _structure(windows=100, far_windows=10, valuable=90, n=100) -> Results:
     for _ in range(3):
         res.structure.append(
             {"n": n, "windows": windows, "far_windows": far_windows, "top_windows": 30,
-             "valuable": valuable, "top_contiguous": 100, "gap": 0.0, "top_gap": 0.4}
+             "valuable": valuable, "top_contiguous": 100, "gap": 0.0, "top_gap": 0.4,
+             "planner_margin_plans": n}
         )  # fmt: skip
     return res
 
@@ -103,3 +104,30 @@ def test_rho_interval_resamples_whole_groups():
     assert 0.9 < low <= high <= 1.0
     with pytest.raises(ValueError, match="same size"):
         rho_interval(x[:-1], y[:-1], groups=np.repeat(np.arange(10), 3)[:-1])
+
+
+def _baseline_rows(random_gap: float) -> Results:
+    """Sweep rows where the optimum beats every baseline and screen random trails the best other
+    baseline by ``random_gap`` in one population."""
+    res = Results(seeds=[1, 2, 3])
+    for i in range(6):
+        row = {"no screening": 10.0, "screen top": 10.5, "screen most uncertain": 11.0,
+               "screen random": 11.0 - (random_gap if i == 3 else 0.0), "screening only": 2.0,
+               "optimal": 12.0, "gain vs no screening": 2.0}  # fmt: skip
+        res.sweep.append(row)
+    return res
+
+
+def test_baseline_check_negative_control_runs_with_the_choice_switched_off():
+    # issue 45 audit: the negative was the claim's own margins with the arms swapped, a number
+    # that cannot be measured apart from the claim; it is now screen random (screening without
+    # choosing where) under the same rule, refuted where it trails a baseline
+    ok = baseline_claim(_baseline_rows(0.7))
+    assert ok.verdict == "supported"
+    assert ok.negative.verdict == "refuted"
+    assert ok.negative.value == pytest.approx(-0.7)
+    assert "screen random" in ok.negative.description
+    # random never worse than the other baselines: the rule cannot tell choosing from not choosing
+    flat = baseline_claim(_baseline_rows(0.0))
+    assert flat.defect
+    assert flat.verdict == "inconclusive"

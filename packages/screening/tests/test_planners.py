@@ -127,3 +127,18 @@ def test_margin_window_must_touch_the_cut_off():
     assert not is_contiguous(tied, [0, 5])  # 0.5s lie strictly between
     with pytest.raises(ValueError, match="coverage"):
         is_margin_window(p, [1], coverage=-1)
+
+
+def test_margin_window_checks_that_the_top_is_targeted_directly():
+    # issue 45: the structure is a window touching the cut-off AND the highest-risk units targeted
+    # directly; a plan whose sure-targets are not the top of the ranking is not the structure
+    p = np.linspace(0.95, 0.05, 20)
+    window = [6, 7, 8]  # touches K = 8
+    assert is_margin_window(p, window, coverage=8, direct=[0, 1, 2, 3, 4])
+    assert not is_margin_window(p, window, coverage=8, direct=[0, 1, 2, 3, 15])  # not the top
+    assert not is_margin_window(p, window, coverage=8, direct=[0, 1, 2, 3])  # K - m = 5 needed
+    assert not is_margin_window(p, window, coverage=8, direct=[0, 1, 2, 3, 6])  # screened too
+    plan = OptimalPlanner().plan(p, 8, 3)
+    assert is_margin_window(p, plan.screened, 8, direct=plan.direct)
+    with pytest.raises(ValueError, match="direct"):
+        is_margin_window(p, window, coverage=8, direct=[0.5])

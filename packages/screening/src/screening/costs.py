@@ -43,7 +43,7 @@ def optimal_split(
     """Choose coverage K and screenings m with ``K cost_alloc + m cost_screen <= budget`` to maximise
     the optimal plan's expected covered vulnerable units. ``m`` runs over up to ``max_candidates``
     evenly spaced values from 0 to its maximum (the budget's, or ``max_screen``: planning costs
-    O(m^3), so cap it when screening is cheap); K takes the rest of the budget (at most n). Values
+    O(m^2 log m), so cap it when screening is cheap); K takes the rest of the budget (at most n). Values
     within a relative 1e-12 are ties, won by the smaller m. A budget below ``cost_alloc`` gives
     ``Split(0, 0, 0.0, ...)``: nothing can be allocated."""
     arr = check_problem(p, 0)
@@ -51,6 +51,16 @@ def optimal_split(
         raise ValueError(
             f"need budget >= 0 and positive costs; got {budget}, {cost_alloc}, {cost_screen}"
         )
+    if isinstance(max_candidates, bool) or not isinstance(max_candidates, int | np.integer):
+        raise ValueError(f"max_candidates must be an int >= 1; got {max_candidates!r}")
+    if max_candidates < 1:
+        raise ValueError(f"max_candidates must be an int >= 1; got {max_candidates!r}")
+    if max_screen is not None and (
+        isinstance(max_screen, bool)
+        or not isinstance(max_screen, int | np.integer)
+        or max_screen < 0
+    ):
+        raise ValueError(f"max_screen must be None or an int >= 0; got {max_screen!r}")
     n = arr.size
     m_max = int(min(n, budget // cost_screen))
     if max_screen is not None:

@@ -13,7 +13,13 @@ from dataclasses import dataclass, field
 import numpy as np
 from numpy.typing import ArrayLike
 
-from screening.value import check_problem, plan_value, poisson_binomial_pmf, window_values
+from screening.value import (
+    check_indices,
+    check_problem,
+    plan_value,
+    poisson_binomial_pmf,
+    window_values,
+)
 
 __all__ = [
     "NoScreening",
@@ -156,30 +162,24 @@ class OptimalPlanner(Planner):
 
     name = "optimal (margin window)"
 
-    def __init__(self, search: str = "band", chunk: int = 512) -> None:
+    def __init__(self, search: str = "band") -> None:
         if search not in ("band", "all"):
             raise ValueError(f"search must be 'band' or 'all'; got {search!r}")
-        self.search, self.chunk = search, chunk
+        self.search = search
+
+    def window_band(self, n: int, coverage: int, m: int) -> tuple[int, int]:
+        """First and last window start searched."""
+        if self.search == "all":
+            return 0, n - m
+        return max(0, coverage - 2 * m), min(n - m, coverage + m)
 
     def choose(self, p: np.ndarray, coverage: int, m: int) -> np.ndarray:
         if m == 0:
             return np.zeros(0, np.int64)
         order = np.argsort(-p, kind="stable")
-        q = p[order]
-        n = p.size
-        lo, hi = (
-            (0, n - m)
-            if self.search == "all"
-            else (max(0, coverage - 2 * m), min(n - m, coverage + m))
-        )
-        starts = np.arange(lo, hi + 1)
-        values = np.concatenate(
-            [
-                window_values(q, coverage, m, starts[i : i + self.chunk])
-                for i in range(0, starts.size, self.chunk)
-            ]
-        )
-        best = int(starts[first_near_max(values)])
+        lo, hi = self.window_band(p.size, coverage, m)
+        values = window_values(p[order], coverage, m, np.arange(lo, hi + 1))
+        best = lo + first_near_max(values)
         return order[best : best + m]
 
 
@@ -237,8 +237,8 @@ def is_contiguous(p: ArrayLike, screened: ArrayLike) -> bool:
     """Whether ``screened`` is a contiguous block of ranks in score order under some ordering of
     tied scores: every unit scored strictly between the block's lowest and highest score is in it
     (units tied with its ends may be ranked on either side, so a part of a plateau is contiguous)."""
-    arr = np.asarray(p, float)
-    s = np.unique(np.asarray(screened, np.int64))
+    arr = check_problem(p, 0)
+    s = check_indices(screened, arr.size)
     if s.size == 0:
         return True
     lo, hi = arr[s].min(), arr[s].max()
@@ -246,22 +246,37 @@ def is_contiguous(p: ArrayLike, screened: ArrayLike) -> bool:
     return int(strictly_inside.sum()) == int(strictly_inside[s].sum())
 
 
-def is_margin_window(p: ArrayLike, screened: ArrayLike, coverage: int) -> bool:
+def is_margin_window(
+    p: ArrayLike, screened: ArrayLike, coverage: int, direct: ArrayLike | None = None
+) -> bool:
     """Whether ``screened`` is the structure of the paper's optimum: a contiguous block of ranks
-    that touches the algorithmic cut-off ``coverage`` (K), so that every unit ranked above it is
-    targeted directly. With ``above`` the units scored strictly above the block and ``through`` the
-    units scored at least its lowest score: ``above <= K <= through`` (ties count either way).
+    that touches the algorithmic cut-off ``coverage`` (K). With ``above`` the units scored strictly
+    above the block and ``through`` the units scored at least its lowest score:
+    ``above <= K <= through`` (ties count either way).
+
+    ``direct`` (a plan's units targeted whatever the screening shows, :attr:`Plan.direct`), when
+    given, must be the top of the ranking: ``max(0, K - m)`` units, none screened, none scored below
+    an unscreened unit left out of it.
 
     A block at the top of the ranking with ``K > m`` is contiguous but not at the margin:
 
     >>> p = [0.9, 0.8, 0.7, 0.6, 0.5, 0.4]
     >>> is_margin_window(p, [0, 1], coverage=4), is_margin_window(p, [3, 4], coverage=4)
     (False, True)
+    >>> is_margin_window(p, [3, 4], 4, direct=[0, 1]), is_margin_window(p, [3, 4], 4, direct=[0, 5])
+    (True, False)
     """
-    arr = np.asarray(p, float)
-    s = np.asarray(screened, np.int64)
+    arr = check_problem(p, 0)
+    s = check_indices(screened, arr.size)
     if isinstance(coverage, bool) or not isinstance(coverage, int | np.integer) or coverage < 0:
         raise ValueError(f"coverage must be a non-negative int; got {coverage!r}")
+    if direct is not None:
+        d = check_indices(direct, arr.size, name="direct")
+        if d.size != max(0, coverage - s.size) or np.isin(d, s).any():
+            return False
+        left_out = np.setdiff1d(np.setdiff1d(np.arange(arr.size), s), d)
+        if d.size and left_out.size and arr[d].min() < arr[left_out].max():
+            return False
     if s.size == 0:
         return True
     if not is_contiguous(arr, s):
@@ -273,7 +288,7 @@ def is_margin_window(p: ArrayLike, screened: ArrayLike, coverage: int) -> bool:
 
 def local_search(p: ArrayLike, coverage: int, plan: Plan, max_rounds: int = 20) -> Plan:
     """Improve ``plan`` by single swaps (screened <-> unscreened) while the exact value rises."""
-    arr = np.asarray(p, float)
+    arr = check_problem(p, coverage)
     s = list(plan.screened)
     best = plan_value(arr, s, coverage).mean
     for _ in range(max_rounds):

@@ -47,6 +47,8 @@ def pmt_population(
     n: int, sigma: float = 0.5, poverty_rate: float = 0.3, seed: int = 0
 ) -> Population:
     """Households: log assets, household size, an urban dummy, and consumption with noise ``sigma``."""
+    if isinstance(n, bool) or not isinstance(n, int | np.integer):
+        raise ValueError(f"n must be an int >= 2; got {n!r}")
     if n < 2 or not sigma > 0 or not 0 < poverty_rate < 1:
         raise ValueError(
             f"need n >= 2, sigma > 0, 0 < poverty_rate < 1; got {n}, {sigma}, {poverty_rate}"
@@ -76,6 +78,8 @@ def beta_population(
 ) -> Population:
     """Scores ``~ Beta(mean c, (1 - mean) c)``: small ``c`` pushes scores to 0/1 (little aleatoric
     uncertainty), large ``c`` piles them at ``mean`` (much)."""
+    if isinstance(n, bool) or not isinstance(n, int | np.integer) or n < 1:
+        raise ValueError(f"n must be an int >= 1; got {n!r}")
     if not 0 < mean < 1 or not concentration > 0:
         raise ValueError(f"need 0 < mean < 1 and concentration > 0; got {mean}, {concentration}")
     rng = np.random.default_rng(seed)
@@ -87,6 +91,8 @@ def demining_population(side: int = 40, seed: int = 0, smoothing: float = 3.0) -
     """Parcels on a ``side x side`` grid. Mine presence follows a logistic model of a spatially
     smoothed conflict-intensity field and the distance to the nearest road; the features a planner
     sees are a noisy conflict record, the road distance and the parcel's coordinates."""
+    if isinstance(side, bool) or not isinstance(side, int | np.integer) or side < 3:
+        raise ValueError(f"side must be an int >= 3 (three roads each way); got {side!r}")
     rng = np.random.default_rng(seed)
     conflict = ndimage.gaussian_filter(rng.normal(size=(side, side)), smoothing)
     conflict = (conflict - conflict.mean()) / conflict.std()
@@ -123,6 +129,14 @@ def calibrated_scores(
 def margin_uncertainty(p: ArrayLike, coverage: int, width: int | None = None) -> float:
     """Mean ``p(1-p)`` of the ``2 * width`` units ranked around the cut-off K (default width K/4)."""
     arr = np.sort(np.asarray(p, float))[::-1]
+    if isinstance(coverage, bool) or not isinstance(coverage, int | np.integer):
+        raise ValueError(f"coverage must be an int in [1, n={arr.size}]; got {coverage!r}")
+    if not 1 <= coverage <= arr.size:
+        raise ValueError(f"coverage must be an int in [1, n={arr.size}]; got {coverage!r}")
+    if width is not None and (
+        isinstance(width, bool) or not isinstance(width, int | np.integer) or width < 1
+    ):
+        raise ValueError(f"width must be None or an int >= 1; got {width!r}")
     w = max(1, coverage // 4) if width is None else int(width)
     band = arr[max(0, coverage - w) : coverage + w]
     return float(np.mean(band * (1 - band))) if band.size else 0.0
@@ -143,10 +157,13 @@ def load_scores_csv(
                 f"{path} needs columns {score_col!r} and {outcome_col!r}; has {reader.fieldnames}"
             )
         rows = list(reader)
+    if not rows:
+        raise ValueError(f"{path} has no rows")
     p = np.array([float(r[score_col]) for r in rows])
-    y = np.array([int(float(r[outcome_col])) for r in rows])
+    y = np.array([float(r[outcome_col]) for r in rows])
+    if not np.isin(y, (0, 1)).all():  # checked before the cast: 0.7 is not truncated to 0
+        raise ValueError(f"{outcome_col} must be 0 or 1")
+    y = y.astype(int)
     if np.isnan(p).any() or p.min() < 0 or p.max() > 1:
         raise ValueError(f"{score_col} must be probabilities in [0, 1]")
-    if not np.isin(y, (0, 1)).all():
-        raise ValueError(f"{outcome_col} must be 0 or 1")
     return p, y

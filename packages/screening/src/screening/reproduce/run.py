@@ -21,6 +21,7 @@ from screening.planners import (
     ScreenUncertain,
     brute_force_plan,
     is_contiguous,
+    is_margin_window,
     local_search,
 )
 from screening.populations import (
@@ -85,9 +86,19 @@ def structure(cfg: Scale, rng: np.random.Generator) -> dict[str, float]:
     margin window attains the optimum (plans of equal value are all optimal: the brute force's own
     pick among them is arbitrary), in how many a block away from the cut-off does (the negative
     control), how many have a screening value at all (the positive control), screen-top's record,
-    and the structured planner's and screen-top's largest gap to the optimum."""
+    the structured planner's and screen-top's largest gap to the optimum, and in how many the
+    structured planner's plan is a margin window whose direct targets are the top of the ranking."""
     out = dict.fromkeys(
-        ("windows", "far_windows", "top_windows", "top_contiguous", "valuable", "gap", "top_gap"),
+        (
+            "windows",
+            "far_windows",
+            "top_windows",
+            "top_contiguous",
+            "valuable",
+            "gap",
+            "top_gap",
+            "planner_margin_plans",
+        ),
         0.0,
     )
     for _ in range(cfg.n_small_instances):
@@ -102,7 +113,10 @@ def structure(cfg: Scale, rng: np.random.Generator) -> dict[str, float]:
         out["top_windows"] += best - top.expected_value <= VALUE_TOL
         out["top_contiguous"] += is_contiguous(p, top.screened)
         out["valuable"] += best - none > VALUE_TOL
-        out["gap"] = max(out["gap"], best - OptimalPlanner().plan(p, k, m).expected_value)
+        opt = OptimalPlanner().plan(p, k, m)
+        out["gap"] = max(out["gap"], best - opt.expected_value)
+        # the structured planner's plan: a window touching the cut-off, the top targeted directly
+        out["planner_margin_plans"] += is_margin_window(p, opt.screened, k, direct=opt.direct)
         out["top_gap"] = max(out["top_gap"], best - top.expected_value)
     out["n"] = float(cfg.n_small_instances)
     return out
