@@ -1,8 +1,8 @@
 """Cooperative reward-free exploration of tabular MDPs in phases: how many agents few phases need.
 
 Tabular MDPs with batched rollouts and the hard instances (combination locks), the phased protocol,
-the layer-by-layer H-phase explorer and its rho-phase generalisation, RF-UCRL and uniform
-baselines, exact planning with the simulation-lemma certificate, and the lock's lower bound in
+the layer-by-layer H-phase explorer and its rho-phase generalisation, RF-UCRL, RF-Express and
+uniform baselines, exact planning with the simulation-lemma certificate, and the lock's lower bound in
 closed form.
 """
 
@@ -33,6 +33,7 @@ from .planning import (
     value_iteration,
 )
 from .protocol import Explorer, History, Run, empirical_model, run
+from .reward_free import RFExpress, rf_beta, rf_error_bound
 
 __all__ = [
     "RFUCRL",
@@ -42,6 +43,7 @@ __all__ = [
     "LayerwiseExplorer",
     "OracleExplorer",
     "Plan",
+    "RFExpress",
     "Run",
     "TabularMDP",
     "TabularMDPEnv",
@@ -60,6 +62,8 @@ __all__ = [
     "random_layered",
     "reach_policies",
     "reward_battery",
+    "rf_beta",
+    "rf_error_bound",
     "run",
     "value_iteration",
 ]

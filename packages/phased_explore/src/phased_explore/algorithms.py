@@ -7,8 +7,13 @@
   playing ``a``. ``BlockExplorer`` is its rho-phase generalisation: blocks of ``m = ceil(H / rho)``
   layers; in block ``k`` agents reach the block's first layer, then play uniformly at random or
   enumerate the ``A^m`` open-loop action sequences inside the block.
-- Baselines: ``UniformExplorer`` (one non-adaptive phase), ``RFUCRL`` (sequential or batched
-  reward-free UCRL, Kaufmann et al. 2021), ``OracleExplorer`` (reaches states with the true P).
+- Baselines: ``UniformExplorer`` (non-adaptive: uniform actions in every phase), ``RFUCRL`` and
+  ``RFExpress`` (:mod:`phased_explore.reward_free`, as published, sequential or batched),
+  ``OracleExplorer`` (reaches states with the true P).
+
+Every explorer needs its number of phases (H for the layerwise explorer, the number of blocks for
+the block explorer) and raises ``ValueError`` in the first phase when the run has fewer: a model
+learnt on part of the layers is never returned silently.
 """
 
 from __future__ import annotations
@@ -18,8 +23,20 @@ import math
 import numpy as np
 
 from .mdp import TabularMDP
-from .planning import TIE_RTOL, first_max
+from .planning import first_max
 from .protocol import History
+from .reward_free import RFUCRL, RFExpress, least_visited_max
+
+__all__ = [
+    "RFUCRL",
+    "BlockExplorer",
+    "LayerwiseExplorer",
+    "OracleExplorer",
+    "RFExpress",
+    "UniformExplorer",
+    "least_visited_max",
+    "reach_policies",
+]
 
 
 def reach_policies(P_hat: np.ndarray, init: np.ndarray, h: int) -> tuple[np.ndarray, np.ndarray]:
@@ -27,6 +44,8 @@ def reach_policies(P_hat: np.ndarray, init: np.ndarray, h: int) -> tuple[np.ndar
     ``s`` at step ``h`` and that probability: ``(S, H, S)`` policies and ``(S,)`` reach values.
     Actions that reach equally well (within a relative 1e-12) go to the lowest index."""
     H, S, _A, _ = P_hat.shape
+    if not 0 <= h <= H:
+        raise ValueError(f"h must lie in [0, H={H}], got {h}")
     V = np.eye(S)  # V[target, state] at step h
     pols = np.zeros((S, H, S), dtype=np.int64)
     for k in range(h - 1, -1, -1):
@@ -34,17 +53,6 @@ def reach_policies(P_hat: np.ndarray, init: np.ndarray, h: int) -> tuple[np.ndar
         pols[:, k] = first_max(Q, axis=2)
         V = Q.max(2)
     return pols, V @ init
-
-
-def least_visited_max(E: np.ndarray, visits: np.ndarray, rtol: float = TIE_RTOL) -> np.ndarray:
-    """Greedy actions ``(S,)`` on bounds ``E`` ``(S, A)``: among the actions within
-    ``rtol * max(1, |max|)`` of each row's maximum, the one with the fewest ``visits`` ``(S, A)``,
-    then the lowest index. An explicit rule: equal bounds never go to whichever rounding came out
-    larger."""
-    e = np.asarray(E, dtype=float)
-    top = e.max(axis=1, keepdims=True)
-    near = e >= top - rtol * np.maximum(1.0, np.abs(top))
-    return np.where(near, np.asarray(visits, dtype=float), np.inf).argmin(axis=1)
 
 
 def _uniform(n: int, H: int, S: int, A: int) -> np.ndarray:
@@ -58,7 +66,11 @@ class LayerwiseExplorer:
 
     def __init__(self, threshold: float = 0.0, split: str = "equal") -> None:
         if split not in ("equal", "inverse_reach"):
-            raise ValueError("split must be 'equal' or 'inverse_reach'")
+            raise ValueError(f"split must be 'equal' or 'inverse_reach', got {split!r}")
+        if not 0.0 <= threshold <= 1.0:  # also rejects NaN
+            raise ValueError(
+                f"threshold (a reach probability) must lie in [0, 1], got {threshold!r}"
+            )
         self.threshold, self.split = threshold, split
         self.init_hat: np.ndarray | None = None
 
@@ -76,8 +88,22 @@ class LayerwiseExplorer:
         keep = np.flatnonzero(reach >= max(self.threshold, 1e-12))
         return pols, reach, keep
 
+    def phases_needed(self, H: int) -> int:
+        """Phases the explorer needs to learn every layer of a horizon-``H`` MDP."""
+        return H
+
+    def _check_phases(self, history: History) -> None:
+        need = self.phases_needed(history.H)
+        if history.n_phases < need:
+            raise ValueError(
+                f"{self.name} learns the H={history.H} layers in {need} phases; the run has "
+                f"n_phases={history.n_phases}, so layers would stay unexplored (use n_phases >= "
+                f"{need}, or fewer blocks with BlockExplorer(rho=n_phases))"
+            )
+
     def policies(self, phase: int, history: History) -> np.ndarray:
         H, S, A, N = history.H, history.S, history.A, history.n_agents
+        self._check_phases(history)
         if phase >= H:
             return np.zeros((0, H, S), dtype=np.int64)
         P_hat = history.estimate()
@@ -113,10 +139,10 @@ class BlockExplorer(LayerwiseExplorer):
 
     def __init__(self, rho: int, inner: str = "uniform", threshold: float = 0.0) -> None:
         super().__init__(threshold)
-        if rho < 1:
-            raise ValueError("rho must be >= 1")
+        if not isinstance(rho, int | np.integer) or rho < 1:
+            raise ValueError(f"rho must be an integer >= 1, got {rho!r}")
         if inner not in ("uniform", "enumerate"):
-            raise ValueError("inner must be 'uniform' or 'enumerate'")
+            raise ValueError(f"inner must be 'uniform' or 'enumerate', got {inner!r}")
         self.rho, self.inner = rho, inner
         self.name = f"block (rho = {rho}, {inner})"
 
@@ -124,8 +150,12 @@ class BlockExplorer(LayerwiseExplorer):
         m = math.ceil(H / self.rho)
         return [(b, min(b + m, H)) for b in range(0, H, m)]
 
+    def phases_needed(self, H: int) -> int:
+        return len(self.blocks(H))
+
     def policies(self, phase: int, history: History) -> np.ndarray:
         H, S, A, N = history.H, history.S, history.A, history.n_agents
+        self._check_phases(history)
         blocks = self.blocks(H)
         if phase >= len(blocks):
             return np.zeros((0, H, S, A))
@@ -151,12 +181,18 @@ class BlockExplorer(LayerwiseExplorer):
 
 
 class UniformExplorer:
-    """Every agent plays uniformly at random, in a single non-adaptive phase (rho = 1)."""
+    """Every agent plays uniformly at random in each of ``n_phases`` phases (default one: rho = 1).
+    Nothing depends on earlier phases, so ``n_phases`` phases of ``N`` agents are identical in law
+    to one phase of ``n_phases * N``: the phased protocol with adaptation switched off."""
 
-    name = "uniform (rho = 1)"
+    def __init__(self, n_phases: int = 1) -> None:
+        if not isinstance(n_phases, int | np.integer) or n_phases < 1:
+            raise ValueError(f"n_phases must be an integer >= 1, got {n_phases!r}")
+        self.n_phases = n_phases
+        self.name = f"uniform (rho = {n_phases})" if n_phases > 1 else "uniform (rho = 1)"
 
     def policies(self, phase: int, history: History) -> np.ndarray:
-        if phase > 0:
+        if phase >= self.n_phases:
             return np.zeros((0, history.H, history.S, history.A))
         return _uniform(history.n_agents, history.H, history.S, history.A)
 
@@ -179,39 +215,3 @@ class OracleExplorer(LayerwiseExplorer):
         if h == 0:
             reach = self._mdp.init
         return pols, reach, np.flatnonzero(reach > 1e-12)
-
-
-class RFUCRL:
-    """Reward-free UCRL (Kaufmann et al. 2021), run in phases. Before each phase the error upper
-    bound ``E_h(s,a) = b(n_h(s,a)) + P_hat_h(s,a) . max_a' E_{h+1}`` with ``b(n) = sqrt(beta /
-    (n + 1))`` is computed by DP (values clipped at 1 per step-to-go, the greedy action taken on the
-    unclipped bound, where the bonus favours less-visited actions; actions whose bounds agree within
-    a relative 1e-12 are ties, won by the fewest visits, then the lowest index: see
-    :func:`least_visited_max`) and every agent of the phase follows its greedy policy. One agent per phase is the fully sequential algorithm; N agents per phase is the
-    batched variant. ``beta = log(3 S A H / delta) + S`` (their bonus, up to constants)."""
-
-    def __init__(self, delta: float = 0.1) -> None:
-        self.delta = delta
-        self.name = "RF-UCRL"
-
-    def greedy(self, history: History) -> np.ndarray:
-        H, S, A = history.H, history.S, history.A
-        n = history.counts().sum(-1)
-        P_hat = history.estimate()
-        beta = math.log(3 * S * A * H / self.delta) + S
-        bonus = np.sqrt(beta / (n + 1.0))
-        V = np.zeros(S)
-        pol = np.zeros((H, S), dtype=np.int64)
-        for h in range(H - 1, -1, -1):
-            E = bonus[h] + P_hat[h] @ V
-            pol[h] = least_visited_max(E, n[h])
-            V = np.minimum(E.max(1), H - h)
-        return pol
-
-    def policies(self, phase: int, history: History) -> np.ndarray:
-        return np.broadcast_to(
-            self.greedy(history), (history.n_agents, history.H, history.S)
-        ).copy()
-
-    def model(self, history: History) -> np.ndarray:
-        return history.estimate()

@@ -23,9 +23,18 @@ def first_max(values: np.ndarray, axis: int = -1, rtol: float = TIE_RTOL) -> np.
     ``rtol * max(1, |max|)`` of the maximum along ``axis`` (``np.argmax`` of exact values picks the
     first too, but lets rounding noise decide between equal ones)."""
     v = np.asarray(values, dtype=float)
+    return near_max(v, axis, rtol).argmax(axis=axis)
+
+
+def near_max(values: np.ndarray, axis: int = -1, rtol: float = TIE_RTOL) -> np.ndarray:
+    """Boolean mask of the entries within ``rtol * max(1, |max|)`` of the maximum along ``axis``
+    (an infinite maximum ties only with itself; NaN raises ``ValueError``)."""
+    v = np.asarray(values, dtype=float)
+    if np.isnan(v).any():
+        raise ValueError("values contain NaN: no maximum to act greedily on")
     top = v.max(axis=axis, keepdims=True)
-    near = v >= top - rtol * np.maximum(1.0, np.abs(top))
-    return near.argmax(axis=axis)
+    with np.errstate(invalid="ignore"):  # inf - inf where the maximum is infinite
+        return (v == top) | (v >= top - rtol * np.maximum(1.0, np.abs(top)))
 
 
 @dataclass(frozen=True)
@@ -45,6 +54,8 @@ def _check_reward(
     rt = np.zeros(S) if r_term is None else np.asarray(r_term, dtype=float)
     if rt.shape != (S,):
         raise ValueError(f"terminal reward must be ({S},)")
+    if not (np.isfinite(r).all() and np.isfinite(rt).all()):
+        raise ValueError("rewards must be finite (no NaN or inf)")
     return r, rt
 
 
@@ -72,10 +83,17 @@ def policy_value(mdp: TabularMDP, policy: np.ndarray, r: np.ndarray,
     return float(mdp.init @ V)
 
 
+def _check_model(true: TabularMDP, P_hat: np.ndarray) -> np.ndarray:
+    P = np.asarray(P_hat, dtype=float)
+    if P.shape != true.P.shape:
+        raise ValueError(f"P_hat must have the true model's shape {true.P.shape}, got {P.shape}")
+    return P
+
+
 def certificate(true: TabularMDP, P_hat: np.ndarray) -> float:
     """``max_pi E_true sum_h ||P_hat_h(.|s,a) - P_h(.|s,a)||_1``; by the simulation lemma every
     reward's planning gap on ``P_hat`` is at most ``2 H`` times this (values summed over steps)."""
-    err = np.abs(np.asarray(P_hat) - true.P).sum(-1)  # (H, S, A)
+    err = np.abs(_check_model(true, P_hat) - true.P).sum(-1)  # (H, S, A)
     plan = value_iteration(true.P, err)
     return float(true.init @ plan.V[0])
 
@@ -109,6 +127,7 @@ def reward_battery(H: int, S: int, A: int, n_random: int = 50, n_sparse: int = 2
 def planning_gap(true: TabularMDP, P_hat: np.ndarray,
                  battery: list[tuple[np.ndarray, np.ndarray]]) -> float:  # fmt: skip
     """``max_r V*(r) - V^{pi_hat_r}(r)`` over the battery, ``pi_hat_r`` optimal on ``P_hat``."""
+    P_hat = _check_model(true, P_hat)
     gaps = []
     for r, rt in battery:
         best = float(true.init @ value_iteration(true.P, r, rt).V[0])

@@ -20,11 +20,13 @@ class History:
         self.n_agents, self.n_phases = n_agents, n_phases
         self.phases: list[Trajectories] = []
         self._counts = np.zeros((H, S, A, S))
+        self._first = np.zeros(S)
 
     def add(self, tr: Trajectories) -> None:
         """Append one phase's trajectories (the protocol does this; counts update in place)."""
         h = np.broadcast_to(np.arange(self.H), tr.actions.shape)
         np.add.at(self._counts, (h, tr.states[:, :-1], tr.actions, tr.states[:, 1:]), 1.0)
+        self._first += np.bincount(tr.states[:, 0], minlength=self.S)
         self.phases.append(tr)
 
     @property
@@ -36,6 +38,10 @@ class History:
         raise PermissionError(
             "the dynamics are unknown to the algorithm; estimate them from trajectories"
         )
+
+    def first_states(self) -> np.ndarray:
+        """How often each state started an episode so far ``(S,)``."""
+        return self._first.copy()
 
     def counts(self) -> np.ndarray:
         """Transition counts ``(H, S, A, S)`` over every trajectory so far."""
@@ -83,8 +89,9 @@ class Run:
 def run(algorithm: Explorer, mdp: TabularMDP, n_agents: int, n_phases: int,
         seed: int | None = 0) -> Run:  # fmt: skip
     """Run ``algorithm`` for ``n_phases`` phases of at most ``n_agents`` agents on ``mdp``."""
-    if n_agents < 1 or n_phases < 1:
-        raise ValueError(f"need n_agents >= 1 and n_phases >= 1, got {n_agents}, {n_phases}")
+    for field_, v in (("n_agents", n_agents), ("n_phases", n_phases)):
+        if not isinstance(v, int | np.integer) or v < 1:
+            raise ValueError(f"need an integer {field_} >= 1, got {v!r}")
     rng = np.random.default_rng(seed)
     hist = History(mdp.S, mdp.A, mdp.H, n_agents, n_phases)
     out = Run(np.empty(0), hist)

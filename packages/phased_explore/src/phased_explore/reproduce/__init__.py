@@ -4,8 +4,10 @@
 2. The deterministic lock (A = 2): minimal N for success >= 0.9 per number of phases rho, simulated
    and in closed form, next to A^{H/rho}; enumerating agents at N = 64; the open lock as a null.
 3. Success against rho at fixed N (the frontier).
-4. Equal total trajectories on the noisy lock: rho = H vs sequential / batched RF-UCRL, rho = 1
-   uniform exploration and the oracle; planning gaps over a reward battery; a Dirichlet sanity case.
+4. Equal total trajectories on the noisy lock: rho = H vs RF-UCRL and RF-Express (published and
+   practical constants; sequential, batched as ours, naive batched), rho = 1 uniform exploration,
+   uniform exploration in H phases (the null) and the oracle; planning gaps over a reward battery;
+   a Dirichlet sanity case.
 
 Laid out as every package's experiment: :mod:`~phased_explore.reproduce.scales`,
 :mod:`~phased_explore.reproduce.run`, :mod:`~phased_explore.reproduce.claims`,

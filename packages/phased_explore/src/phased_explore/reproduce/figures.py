@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 from matplotlib.figure import Figure
+from matplotlib.ticker import NullFormatter
 
 from paper_common import new_figure
 from phased_explore.algorithms import LayerwiseExplorer, UniformExplorer
@@ -34,7 +35,7 @@ def frontier(rows: list[dict], cfg: Scale) -> Figure:
 
 
 def accuracy_vs_agents(E: np.ndarray, eq: list[dict], cfg: Scale) -> Figure:
-    fig, axes = new_figure(1, 2, size=(11, 3.8))
+    fig, axes = new_figure(1, 2, size=(13, 5))
     N = np.asarray(cfg.ns, float)
     mean = E.mean(axis=0)
     axes[0].errorbar(N, mean, yerr=E.std(axis=0), marker="o", label="layerwise, rho = H")
@@ -45,8 +46,10 @@ def accuracy_vs_agents(E: np.ndarray, eq: list[dict], cfg: Scale) -> Figure:
     names = list(dict.fromkeys(r["algorithm"] for r in eq))
     means = [np.mean([r["E_model"] for r in eq if r["algorithm"] == a]) for a in names]
     axes[1].barh(names, means)
+    axes[1].tick_params(axis="y", labelsize=7)
     axes[1].set(xscale="log", xlabel="E_model at equal trajectories (mean over seeds)",
                 title=f"T = {eq[0]['trajectories']}")  # fmt: skip
+    axes[1].xaxis.set_minor_formatter(NullFormatter())  # after the log scale, which resets it
     fig.tight_layout()
     return fig
 

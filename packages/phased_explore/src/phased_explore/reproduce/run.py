@@ -15,6 +15,7 @@ from phased_explore.algorithms import (
     BlockExplorer,
     LayerwiseExplorer,
     OracleExplorer,
+    RFExpress,
     UniformExplorer,
 )
 from phased_explore.lower_bound import lock_success_probability, minimal_agents
@@ -27,9 +28,38 @@ ALGORITHMS = (
     "layerwise (rho = H)",
     "uniform (rho = 1)",
     "RF-UCRL sequential (rho = T)",
-    "RF-UCRL batched (rho = H)",
+    "RF-Express sequential (rho = T)",
+    "RF-UCRL sequential, practical constants (rho = T)",
+    "RF-Express sequential, practical constants (rho = T)",
+    "RF-UCRL batched (rho = H, ours)",
+    "RF-Express batched (rho = H, ours)",
+    "RF-UCRL batched, practical constants (rho = H, ours)",
+    "RF-Express batched, practical constants (rho = H, ours)",
+    "RF-UCRL naive batched (rho = H, one policy)",
+    "uniform in H phases (rho = H, no adaptation)",
     "oracle reach (rho = H)",
 )
+SEQUENTIAL = ALGORITHMS[2:6]  # the published sequential baselines (claim 4's reference)
+BATCHED = ALGORITHMS[6:10]  # our batched variant at rho = H
+NULL = ALGORITHMS[11]  # claim 4's negative control: the protocol with adaptation switched off
+
+
+def explorers(mdp: TabularMDP, T: int, H: int) -> dict[str, tuple[object, int, int]]:
+    """Each algorithm of the equal-trajectory comparison: (explorer, agents per phase, phases)."""
+    N = T // H
+    out: dict[str, tuple[object, int, int]] = {
+        ALGORITHMS[0]: (LayerwiseExplorer(), N, H),
+        ALGORITHMS[1]: (UniformExplorer(), T, 1),
+    }
+    for i, const in enumerate(("paper", "practical")):
+        out[SEQUENTIAL[2 * i]] = (RFUCRL(constants=const), 1, T)
+        out[SEQUENTIAL[2 * i + 1]] = (RFExpress(constants=const), 1, T)
+        out[BATCHED[2 * i]] = (RFUCRL(constants=const), N, H)
+        out[BATCHED[2 * i + 1]] = (RFExpress(constants=const), N, H)
+    out[ALGORITHMS[10]] = (RFUCRL(batch="same"), N, H)
+    out[NULL] = (UniformExplorer(n_phases=H), N, H)
+    out[ALGORITHMS[12]] = (OracleExplorer(mdp), N, H)
+    return out
 
 
 def agent_grid(cfg: Scale) -> list[int]:
@@ -94,16 +124,22 @@ def frontier(cfg: Scale, seeds: list[int], mdp_of: str = "lock") -> list[Frontie
     return out
 
 
-def scaling(cfg: Scale, seeds: list[int]) -> np.ndarray:
+def scaling(cfg: Scale, seeds: list[int]) -> tuple[np.ndarray, np.ndarray]:
     """``E[s, i]``: the certificate of the layerwise explorer (rho = H) on seed ``s``'s noisy lock
-    with ``cfg.ns[i]`` agents per phase."""
+    with ``cfg.ns[i]`` agents per phase; ``E_null[s, i]``: the same run with the agents beyond
+    ``cfg.ns[0]`` switched off (``cfg.ns[0]`` agents, fresh randomness for each ``i``), claim 1's
+    negative control."""
     H, A = cfg.noisy_H, cfg.noisy_A
     E = np.empty((len(seeds), len(cfg.ns)))
+    E_null = np.empty_like(E)
     for j, s in enumerate(seeds):
         mdp = noisy_lock(H, A, seed=s)
         for i, n in enumerate(cfg.ns):
             E[j, i] = certificate(mdp, run(LayerwiseExplorer(), mdp, n, H, seed=s).P_hat)
-    return E
+            null_seed = int(np.random.SeedSequence([s, i]).generate_state(1)[0])
+            null = run(LayerwiseExplorer(), mdp, cfg.ns[0], H, seed=null_seed)
+            E_null[j, i] = certificate(mdp, null.P_hat)
+    return E, E_null
 
 
 def equal_trajectories(cfg: Scale, seeds: list[int]) -> list[dict]:
@@ -114,14 +150,8 @@ def equal_trajectories(cfg: Scale, seeds: list[int]) -> list[dict]:
     for s in seeds:
         mdp = noisy_lock(H, A, seed=s)
         battery = reward_battery(H, mdp.S, A, seed=s)
-        runs = {
-            ALGORITHMS[0]: run(LayerwiseExplorer(), mdp, T // H, H, seed=s),
-            ALGORITHMS[1]: run(UniformExplorer(), mdp, T, 1, seed=s),
-            ALGORITHMS[2]: run(RFUCRL(), mdp, 1, T, seed=s),
-            ALGORITHMS[3]: run(RFUCRL(), mdp, T // H, H, seed=s),
-            ALGORITHMS[4]: run(OracleExplorer(mdp), mdp, T // H, H, seed=s),
-        }
-        for name, r in runs.items():
+        for name, (algo, n, phases) in explorers(mdp, T, H).items():
+            r = run(algo, mdp, n, phases, seed=s)  # type: ignore[arg-type]
             rows.append(
                 {
                     "seed": s,
@@ -162,13 +192,16 @@ class Results:
     open: list[Frontier]
     eq: list[dict]
     sanity: list[dict]
+    E_null: np.ndarray | None = None  # claim 1's null: agents beyond the smallest N switched off
 
 
 def measure(cfg: Scale, seed: int) -> Results:
     seeds = replicate_seeds(seed, cfg.seeds)
+    E, E_null = scaling(cfg, seeds)
     return Results(
         seeds=seeds,
-        E=scaling(cfg, seeds),
+        E=E,
+        E_null=E_null,
         lock=frontier(cfg, seeds, "lock"),
         open=frontier(cfg, seeds, "open"),
         eq=equal_trajectories(cfg, seeds),
