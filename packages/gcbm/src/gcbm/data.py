@@ -6,13 +6,14 @@
 * :func:`ba_motifs` / :func:`ba_2motifs`: Barabasi-Albert trees with one planted motif (house,
   5-cycle or 3x3 grid; house vs 5-cycle is the BA-2Motifs benchmark of Luo et al. 2020); the label
   is the motif.
-* :func:`load_tu`: the TU datasets (MUTAG, PROTEINS, NCI1) through ``torch_geometric``, for
-  machines with a network or a local copy of the raw files.
+* :func:`load_tu`: the TU datasets (DHFR, MUTAG, PROTEINS, NCI1, ...) through
+  ``torch_geometric`` from a local copy of the raw files (a download only when asked).
 """
 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import networkx as nx
 import numpy as np
@@ -23,6 +24,7 @@ __all__ = [
     "ATOMS",
     "GROUPS",
     "RULE",
+    "RULES",
     "ba_2motifs",
     "from_networkx_labelled",
     "load_tu",
@@ -31,12 +33,21 @@ __all__ = [
 
 ATOMS = ("C", "N", "O")
 GROUPS = ("ring6", "nitro", "hydroxyl", "amine")
-#: the planted rule of :func:`molecule_rules`, over :data:`GROUPS`
-RULE = "y = (ring6 AND nitro) OR (hydroxyl AND NOT ring6)"
+#: the planted rules of :func:`molecule_rules`, over :data:`GROUPS`. ``"2-of-3"`` (the default) is a
+#: threshold rule, the kind a sparse linear layer over concepts expresses (equal weights on three
+#: concepts, none on the amine); ``"or-of-ands"`` is not linearly separable in the groups (the
+#: earlier default, kept for the t-norm ablation).
+RULES = {
+    "2-of-3": "y = 1 iff at least two of ring6, nitro, hydroxyl (amine is a distractor)",
+    "or-of-ands": "y = (ring6 AND nitro) OR (hydroxyl AND NOT ring6)",
+}
+RULE = RULES["2-of-3"]
 
 
-def _rule(g: np.ndarray) -> int:
+def _rule(g: np.ndarray, rule: str = "2-of-3") -> int:
     ring6, nitro, hydroxyl, _amine = g.astype(bool)
+    if rule == "2-of-3":
+        return int(int(ring6) + int(nitro) + int(hydroxyl) >= 2)
     return int((ring6 and nitro) or (hydroxyl and not ring6))
 
 
@@ -61,8 +72,10 @@ def _attach(
     G.add_edge(anchor, root + offset)
 
 
-def molecule_rules(n_graphs: int = 600, seed: int = 0, p_group: float = 0.5) -> list[Data]:
-    """Molecule-like graphs labelled by :data:`RULE`.
+def molecule_rules(
+    n_graphs: int = 600, seed: int = 0, p_group: float = 0.5, rule: str = "2-of-3"
+) -> list[Data]:
+    """Molecule-like graphs labelled by ``RULES[rule]`` (default :data:`RULE`).
 
     A random carbon tree of 6-14 atoms (degree at most 3) gets each group with probability
     ``p_group``: a six-carbon ring, a nitro group N(O)(O), a hydroxyl O and an amine N (a
@@ -71,6 +84,8 @@ def molecule_rules(n_graphs: int = 600, seed: int = 0, p_group: float = 0.5) -> 
     """
     if n_graphs < 1 or not 0 < p_group < 1:
         raise ValueError(f"need n_graphs >= 1 and 0 < p_group < 1; got {n_graphs}, {p_group}")
+    if rule not in RULES:
+        raise ValueError(f"rule must be one of {tuple(RULES)}; got {rule!r}")
     rng = np.random.default_rng(seed)
     c, n_, o = range(3)  # atom type columns: C, N, O
     ring = nx.cycle_graph(6)
@@ -104,7 +119,7 @@ def molecule_rules(n_graphs: int = 600, seed: int = 0, p_group: float = 0.5) -> 
                 G,
                 labels,
                 len(ATOMS),
-                _rule(present),
+                _rule(present, rule),
                 groups=torch.as_tensor(present[None], dtype=torch.float32),
             )
         )
@@ -168,13 +183,26 @@ def ba_2motifs(n_graphs: int = 600, seed: int = 0, base_nodes: int = 20) -> list
     return ba_motifs(n_graphs, seed, base_nodes, ("house", "cycle"))
 
 
-def load_tu(name: str, root: str | os.PathLike[str]) -> list[Data]:
-    """A TU dataset (``MUTAG``, ``PROTEINS``, ``NCI1``, ...) via ``torch_geometric.datasets.TUDataset``.
+def load_tu(name: str, root: str | os.PathLike[str], download: bool = False) -> list[Data]:
+    """A TU dataset (``DHFR``, ``MUTAG``, ``PROTEINS``, ``NCI1``, ...) via
+    ``torch_geometric.datasets.TUDataset`` from ``root/name/raw/name_*.txt``.
 
-    Reads ``root/name/raw/name_*.txt`` when present (no network needed), else downloads.
+    Raises ``FileNotFoundError`` when the raw files are absent, unless ``download=True``.
     """
     from torch_geometric.datasets import TUDataset
 
+    raw = Path(root) / name / "raw"
+    # TUDataset downloads when any of its raw files (A, graph_indicator) is missing: check both
+    missing = [
+        f"{name}_{k}.txt"
+        for k in ("A", "graph_indicator")
+        if not (raw / f"{name}_{k}.txt").exists()
+    ]
+    if not download and missing:
+        raise FileNotFoundError(
+            f"TU dataset {name!r} not found: {missing} missing under {raw} (also needed: "
+            "_graph_labels, _node_labels); copy the raw files there or pass download=True"
+        )
     ds = TUDataset(str(root), name)
     graphs = [ds[i] for i in range(len(ds))]
     if graphs and graphs[0].x is None:

@@ -2,8 +2,10 @@
 
 * :func:`prepare`: concept presence, graph sentences and (with a language model) context-aware
   concept embeddings attached to each graph;
+* :func:`linear_rules`: the model's soft logical rule (its sparse linear layer) read out per class;
 * :func:`graph_contributions`: how much each concept moves one graph's predicted class;
-* :func:`fidelity`: agreement of the extracted rules alone with the model;
+* :func:`fidelity`: agreement of the read-out rules alone (on the model's own concept scores,
+  thresholded at 1/2) with the model;
 * :func:`posthoc_rules`: the post-hoc route, a decision-tree surrogate fit on concept presence to a
   black box's predictions, read out as rules (the shape of GLGExplainer-style global explanations).
 """
@@ -18,15 +20,33 @@ from sklearn.tree import DecisionTreeClassifier
 from torch_geometric.data import Batch, Data
 
 from gcbm.concepts import ConceptVocabulary
-from gcbm.lm import ConceptLM
-from gcbm.logic import Rule, extract_rules, predict_with_rules
+from gcbm.lm import ConceptLM, PretrainedConceptLM
+from gcbm.logic import (
+    PRUNE,
+    LinearRule,
+    Rule,
+    extract_rules,
+    linear_rules_from,
+    predict_with_linear_rules,
+    predict_with_rules,
+)
 from gcbm.model import GCBM, predict
 
-__all__ = ["fidelity", "graph_contributions", "posthoc_rules", "prepare", "rules_of"]
+__all__ = [
+    "fidelity",
+    "graph_contributions",
+    "linear_rules",
+    "posthoc_rules",
+    "prepare",
+    "rule_predictions",
+    "rules_of",
+]
 
 
 def prepare(
-    graphs: Sequence[Data], vocab: ConceptVocabulary, lm: ConceptLM | None = None
+    graphs: Sequence[Data],
+    vocab: ConceptVocabulary,
+    lm: ConceptLM | PretrainedConceptLM | None = None,
 ) -> list[Data]:
     """Annotated copies: ``concepts (1, C)``, ``sentence`` and, with ``lm``, ``concept_emb (1, C, dim)``."""
     out = vocab.annotate(graphs)
@@ -37,25 +57,45 @@ def prepare(
     return out
 
 
+def linear_rules(model: GCBM, vocab: ConceptVocabulary, prune: float = PRUNE) -> list[LinearRule]:
+    """The GCBM's soft logical rule per class (``str(rule)`` reads it): the sparse linear layer's
+    weights, concepts with ``|W| < prune * max |W|`` left out."""
+    if not model.bottleneck or model.head_kind != "linear":
+        raise ValueError(
+            "only a GCBM with head='linear' has a linear rule; see rules_of for 'tnorm'"
+        )
+    W = model.head.weight.detach().cpu().numpy()
+    b = model.head.bias.detach().cpu().numpy()
+    return linear_rules_from(W, b, vocab.concepts, prune)
+
+
 def rules_of(model: GCBM, vocab: ConceptVocabulary, threshold: float = 0.5) -> list[Rule]:
-    """The model's rules in readable form (``str(rule)``)."""
-    if not model.bottleneck or model.head_kind != "logic":
-        raise ValueError("only a GCBM with head='logic' has rules")
+    """The t-norm ablation's rules in readable form (``str(rule)``)."""
+    if not model.bottleneck or model.head_kind != "tnorm":
+        raise ValueError("only a GCBM with head='tnorm' has t-norm rules; see linear_rules")
     return extract_rules(model.head, vocab.concepts, threshold)
 
 
-def fidelity(
-    model: GCBM, vocab: ConceptVocabulary, graphs: Sequence[Data], threshold: float = 0.5
-) -> float:
-    """Fraction of ``graphs`` where the hard rules on the model's own (thresholded) concept
-    activations give the model's predicted class."""
-    pred, act = predict(model, graphs)
-    rules = rules_of(model, vocab, threshold)
-    default = int(np.bincount(pred).argmax())
-    by_rules = predict_with_rules(
-        rules, act > 0.5, vocab.concepts, model.config["n_classes"], default
+def rule_predictions(
+    model: GCBM, vocab: ConceptVocabulary, activations: np.ndarray, default: int = 0
+) -> np.ndarray:
+    """Classes from the model's read-out rules alone on Boolean concept ``activations (n, C)``
+    (``default``: the t-norm read-out's class where no rule fires)."""
+    if model.head_kind == "linear":
+        return predict_with_linear_rules(linear_rules(model, vocab), activations, vocab.concepts)
+    return predict_with_rules(
+        rules_of(model, vocab), activations, vocab.concepts, model.config["n_classes"], default
     )
-    return float(np.mean(by_rules == pred))
+
+
+def fidelity(model: GCBM, vocab: ConceptVocabulary, graphs: Sequence[Data]) -> float:
+    """Share of ``graphs`` where the read-out rules on the model's own concept scores, thresholded
+    at 1/2, give the model's predicted class."""
+    pred, act = predict(model, graphs)
+    if act is None:
+        raise ValueError("a black-box GNN has no concepts")
+    default = int(np.bincount(pred).argmax())
+    return float(np.mean(rule_predictions(model, vocab, act > 0.5, default) == pred))
 
 
 @torch.no_grad()
@@ -71,7 +111,7 @@ def graph_contributions(model: GCBM, graph: Data) -> tuple[int, np.ndarray]:
     C = len(a)
     ablated = a.repeat(C + 1, 1)
     ablated[torch.arange(C), torch.arange(C)] = 0.0
-    logits = model.head.logits(ablated) if model.head_kind == "logic" else model.head(ablated)
+    logits = model.class_logits(ablated)
     prob = torch.softmax(logits, dim=1)[:, k]
     return k, (prob[C] - prob[:C]).numpy()
 

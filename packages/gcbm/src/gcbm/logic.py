@@ -1,6 +1,9 @@
-"""Soft logical rules over concept activations, and their extraction as readable rules.
+"""Rule read-outs over concept activations.
 
-:class:`SoftLogicLayer` gives class ``k`` the value of a soft disjunction of ``R`` soft conjunctions
+* :class:`LinearRule` / :func:`linear_rules_from` / :func:`predict_with_linear_rules`: the paper's
+  soft logical rule, the sparse linear layer read out per class as weighted concepts (pruned to the
+  concepts that carry weight), and predictions from that read-out alone;
+ * :class:`TNormRuleLayer` (an ablation of ours, the package's earlier predictor) gives class ``k`` the value of a soft disjunction of ``R`` soft conjunctions
 (product t-norm) over concept literals:
 
 ``literal_c = p_c a_c + (1 - p_c)(1 - a_c)``  (``p`` the polarity: 1 = the concept, 0 = its negation)
@@ -21,12 +24,81 @@ import numpy as np
 import torch
 from torch import nn
 
-__all__ = ["Rule", "SoftLogicLayer", "extract_rules", "predict_with_rules"]
+__all__ = [
+    "LinearRule",
+    "Rule",
+    "TNormRuleLayer",
+    "extract_rules",
+    "linear_rules_from",
+    "predict_with_linear_rules",
+    "predict_with_rules",
+]
+
+#: a concept enters a class's read-out when |W[k, c]| >= PRUNE * max |W| (ours)
+PRUNE = 0.05
+
+
+@dataclass(frozen=True)
+class LinearRule:
+    """Class ``label``'s soft logical rule: ``score = bias + sum weight * [concept]`` over ``terms``
+    ``(concept, weight)`` (largest |weight| first)."""
+
+    label: int
+    terms: tuple[tuple[str, float], ...]
+    bias: float
+
+    def __str__(self) -> str:
+        body = " ".join(f"{w:+.2f}*[{c}]" for c, w in self.terms) or "(no concept)"
+        return f"class {self.label}: {self.bias:+.2f} {body}"
+
+
+def linear_rules_from(
+    weight: np.ndarray, bias: np.ndarray, concepts: Sequence[str], prune: float = PRUNE
+) -> list[LinearRule]:
+    """Per class, the concepts with ``|W[k, c]| >= prune * max |W|`` and their weights."""
+    W = np.asarray(weight, dtype=float)
+    b = np.asarray(bias, dtype=float)
+    if W.ndim != 2 or W.shape[1] != len(concepts) or b.shape != (W.shape[0],):
+        raise ValueError(
+            f"need weight (K, {len(concepts)}) and bias (K,); got {W.shape}, {b.shape}"
+        )
+    if not 0 <= prune < 1:
+        raise ValueError(f"prune must be in [0, 1); got {prune}")
+    cut = prune * np.abs(W).max()
+    rules = []
+    for k in range(W.shape[0]):
+        keep = [
+            c
+            for c in np.argsort(-np.abs(W[k]), kind="stable")
+            if abs(W[k, c]) >= cut and W[k, c] != 0
+        ]
+        rules.append(LinearRule(k, tuple((concepts[c], float(W[k, c])) for c in keep), float(b[k])))
+    return rules
+
+
+def predict_with_linear_rules(
+    rules: Sequence[LinearRule], activations: np.ndarray, concepts: Sequence[str]
+) -> np.ndarray:
+    """Classes from the read-out alone: ``argmax_k bias_k + sum weight [concept]`` on
+    ``activations (n, C)`` (Boolean presence or concept scores in [0, 1])."""
+    A = np.asarray(activations, dtype=float)
+    if A.ndim != 2 or A.shape[1] != len(concepts):
+        raise ValueError(f"activations must be (n, {len(concepts)}); got {A.shape}")
+    col = {c: i for i, c in enumerate(concepts)}
+    score = np.zeros((len(A), len(rules)))
+    for rule in rules:
+        score[:, rule.label] = rule.bias
+        for name, w in rule.terms:
+            if name not in col:
+                raise KeyError(f"rule uses unknown concept {name!r}")
+            score[:, rule.label] += w * A[:, col[name]]
+    return score.argmax(axis=1)
+
 
 EPS = 1e-6
 
 
-class SoftLogicLayer(nn.Module):
+class TNormRuleLayer(nn.Module):
     """``(batch, n_concepts)`` activations in [0, 1] -> ``(batch, n_classes)`` class truth values."""
 
     def __init__(
@@ -95,7 +167,7 @@ class Rule:
 
 
 def extract_rules(
-    layer: SoftLogicLayer, concepts: Sequence[str], threshold: float = 0.5
+    layer: TNormRuleLayer, concepts: Sequence[str], threshold: float = 0.5
 ) -> list[Rule]:
     """Hard rules: literals with relevance > ``threshold``, rules with weight > ``threshold``
     (duplicates merged, highest weight kept), sorted by class then weight."""

@@ -1,11 +1,16 @@
 """Graph concept bottleneck models and the black-box GNNs they are compared with.
 
-``GCBM``: GIN encoder -> graph embedding ``h`` -> concept activations ``a = sigmoid(score(h))``
-(the bottleneck, supervised by concept presence) -> :class:`~gcbm.logic.SoftLogicLayer` -> class
-logits. With concept embeddings ``E (C, dim)`` (e.g. from :class:`~gcbm.lm.ConceptLM`, per graph
-in ``batch.concept_emb``), the score of concept ``c`` is ``<W h, E_c> / sqrt(dim) + b_c``;
-without, a linear map of ``h``. ``head="linear"`` is the plain concept bottleneck model;
-``bottleneck=False`` is the black-box GNN (``encoder="gin"`` or ``"gcn"``).
+``GCBM`` (the paper's graph concept bottleneck layer on a GNN): GIN encoder -> graph embedding
+``h`` -> concept scores ``a = sigmoid(score(h))`` (the bottleneck, supervised by the presence of
+the selected concepts) -> a **sparse linear layer** ``logits = W a + b`` (the soft logical rule:
+``W[k, c]`` is concept ``c``'s contribution to class ``k``; an L1 penalty on ``W`` keeps it
+sparse). With concept embeddings ``E (C, dim)`` (GCBM-E: from a language model over graph
+sentences, per graph in ``batch.concept_emb``), the score of concept ``c`` is
+``<W_q h, E_c> / sqrt(dim) + b_c``; without, a linear map of ``h``.
+
+``head="tnorm"`` is an ablation of ours: product-t-norm conjunctions joined by a noisy OR
+(:class:`~gcbm.logic.TNormRuleLayer`) in place of the linear layer. ``bottleneck=False`` is the
+black-box GNN (``encoder="gin"`` or ``"gcn"``).
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from torch_geometric.loader import DataLoader
 from torch_geometric.nn import GCNConv, GINConv, global_add_pool
 from tqdm.auto import tqdm
 
-from gcbm.logic import SoftLogicLayer
+from gcbm.logic import TNormRuleLayer
 
 __all__ = ["GCBM", "GCBMOutput", "TrainConfig", "fit", "predict"]
 
@@ -39,7 +44,7 @@ class GCBM(nn.Module):
     Args:
         in_channels: node feature size; n_concepts: bottleneck width; n_classes: outputs.
         hidden, layers: encoder width and depth. encoder: ``"gin"`` or ``"gcn"``.
-        head: ``"logic"`` (soft rules) or ``"linear"`` (plain concept bottleneck).
+        head: ``"linear"`` (the paper's sparse linear layer) or ``"tnorm"`` (the t-norm ablation).
         concept_dim: size of the concept embeddings the batch carries (``None``: none).
         bottleneck: ``False`` for a black-box GNN (linear classifier on ``h``).
     """
@@ -52,18 +57,36 @@ class GCBM(nn.Module):
         hidden: int = 64,
         layers: int = 3,
         encoder: str = "gin",
-        head: str = "logic",
+        head: str = "linear",
         concept_dim: int | None = None,
         rules_per_class: int = 3,
         bottleneck: bool = True,
         seed: int = 0,
     ) -> None:
         super().__init__()
-        if encoder not in ("gin", "gcn") or head not in ("logic", "linear"):
+        if encoder not in ("gin", "gcn") or head not in ("linear", "tnorm"):
             raise ValueError(
-                f"encoder must be 'gin' or 'gcn' and head 'logic' or 'linear'; got {encoder!r}, {head!r}"
+                f"encoder must be 'gin' or 'gcn' and head 'linear' or 'tnorm'; got {encoder!r}, {head!r}"
             )
-        torch.manual_seed(seed)
+        with torch.random.fork_rng(devices=[]):  # the caller's global RNG is left as it was
+            torch.manual_seed(seed)
+            self._build(in_channels, n_concepts, n_classes, hidden, layers, encoder, head,
+                        concept_dim, rules_per_class, bottleneck, seed)  # fmt: skip
+
+    def _build(
+        self,
+        in_channels: int,
+        n_concepts: int,
+        n_classes: int,
+        hidden: int,
+        layers: int,
+        encoder: str,
+        head: str,
+        concept_dim: int | None,
+        rules_per_class: int,
+        bottleneck: bool,
+        seed: int,
+    ) -> None:
         self.config = {
             "in_channels": in_channels, "n_concepts": n_concepts, "n_classes": n_classes, "hidden": hidden,
             "layers": layers, "encoder": encoder, "head": head, "concept_dim": concept_dim,
@@ -94,8 +117,8 @@ class GCBM(nn.Module):
             self.query = nn.Linear(hidden, concept_dim)
             self.concept_bias = nn.Parameter(torch.zeros(n_concepts))
         self.head = (
-            SoftLogicLayer(n_concepts, n_classes, rules_per_class, seed)
-            if head == "logic"
+            TNormRuleLayer(n_concepts, n_classes, rules_per_class, seed)
+            if head == "tnorm"
             else nn.Linear(n_concepts, n_classes)
         )
 
@@ -133,8 +156,20 @@ class GCBM(nn.Module):
         if not self.bottleneck:
             return GCBMOutput(self.classifier(h), None)
         a = torch.sigmoid(self.concept_scores(h, batch))
-        logits = self.head.logits(a) if self.head_kind == "logic" else self.head(a)
-        return GCBMOutput(logits, a)
+        return GCBMOutput(self.class_logits(a), a)
+
+    def class_logits(self, a: torch.Tensor) -> torch.Tensor:
+        """Class logits from concept scores ``a (batch, C)``: ``W a + b`` (or the t-norm rules)."""
+        if not self.bottleneck:
+            raise ValueError("a black-box GNN has no concept layer")
+        return self.head.logits(a) if self.head_kind == "tnorm" else self.head(a)
+
+    def sparsity(self) -> torch.Tensor:
+        """The head's sparsity penalty: ``sum |W|`` of the linear layer (L1), or the t-norm
+        layer's mean relevance."""
+        if self.head_kind == "tnorm":
+            return self.head.sparsity()
+        return self.head.weight.abs().sum()
 
     def save(self, path: str | os.PathLike[str]) -> None:
         torch.save({"config": self.config, "state": self.state_dict()}, path)
@@ -152,9 +187,9 @@ class TrainConfig:
     epochs: int = 60
     batch_size: int = 32
     lr: float = 3e-3
-    concept_weight: float = 1.0  # weight of the concept-presence loss
-    sparsity: float = 0.01  # weight of the rule-relevance L1 penalty
-    head_lr: float = 3e-2  # the rule parameters learn faster than the encoder
+    concept_weight: float = 5.0  # weight of the concept-presence loss (ours)
+    sparsity: float = 0.05  # weight of the head's L1 penalty (see GCBM.sparsity; ours)
+    head_lr: float = 3e-2  # the t-norm ablation's rule parameters learn faster than the encoder
     seed: int = 0
     history: list[float] = field(default_factory=list, repr=False)
 
@@ -170,14 +205,19 @@ def fit(
         raise ValueError(
             "bottleneck models need concept presence: annotate graphs with ConceptVocabulary.annotate"
         )
-    torch.manual_seed(cfg.seed)
+    with torch.random.fork_rng(devices=[]):  # the caller's global RNG is left as it was
+        torch.manual_seed(cfg.seed)
+        return _fit(model, graphs, cfg, progress)
+
+
+def _fit(model: GCBM, graphs: Sequence[Data], cfg: TrainConfig, progress: bool) -> GCBM:
     loader = DataLoader(
         list(graphs),
         batch_size=cfg.batch_size,
         shuffle=True,
         generator=torch.Generator().manual_seed(cfg.seed),
     )
-    head = list(model.head.parameters()) if model.bottleneck and model.head_kind == "logic" else []
+    head = list(model.head.parameters()) if model.bottleneck and model.head_kind == "tnorm" else []
     ids = {id(p) for p in head}
     rest = [p for p in model.parameters() if id(p) not in ids]
     opt = torch.optim.Adam([{"params": rest, "lr": cfg.lr}, {"params": head, "lr": cfg.head_lr}])
@@ -191,8 +231,7 @@ def fit(
                 loss = loss + cfg.concept_weight * nn.functional.binary_cross_entropy(
                     out.concepts, batch.concepts
                 )
-                if model.head_kind == "logic":
-                    loss = loss + cfg.sparsity * model.head.sparsity()
+                loss = loss + cfg.sparsity * model.sparsity()
             opt.zero_grad()
             loss.backward()
             opt.step()
