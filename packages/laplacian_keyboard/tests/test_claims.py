@@ -2,7 +2,12 @@
 
 import numpy as np
 
-from laplacian_keyboard.claims import bound_check, continuous_claim, inspan_check, return_claim
+from laplacian_keyboard.reproduce.claims import (
+    bound_check,
+    continuous_claim,
+    inspan_check,
+    return_claim,
+)
 
 
 def test_return_claim_inside_across_outside():
@@ -43,3 +48,34 @@ def test_continuous_claim_needs_three_seeds():
     )
     assert three.verdict == "supported"
     assert three.negative.verdict == "refuted"
+
+
+def _rows(lk, td3, rand, lk_final=0.8, td3_final=0.8):
+    return [
+        {
+            "LK mean over curve": a,
+            "TD3 mean over curve": b,
+            "random-basis LK mean over curve": c,
+            "LK final": lk_final + 0.01 * i,
+            "TD3 final": td3_final + 0.01 * i,
+        }
+        for i, (a, b, c) in enumerate(zip(lk, td3, rand, strict=True))
+    ]
+
+
+def test_control_claim_rule_and_controls():
+    from laplacian_keyboard.reproduce.claims import control_claim
+
+    td3 = [0.50, 0.52, 0.48, 0.51]
+    good = control_claim(_rows([0.8, 0.82, 0.79, 0.81], td3, [0.5, 0.49, 0.52, 0.5]), 8)
+    assert good.verdict == "supported"
+    assert good.negative.verdict == "refuted"
+    assert control_claim(_rows([0.2, 0.22, 0.19, 0.21], td3, td3), 8).verdict == "refuted"
+    # the random basis does as well: the rule cannot separate the mechanism -> flagged, inconclusive
+    same = control_claim(_rows([0.8, 0.82, 0.79, 0.81], td3, [0.8, 0.81, 0.8, 0.79]), 8)
+    assert same.negative.verdict == "supported"
+    assert same.verdict == "inconclusive"
+    # LK never left the random policy's level: nothing is tested
+    flat = _rows([0.8, 0.82, 0.79, 0.81], td3, td3, lk_final=0.0)
+    assert control_claim(flat, 8).verdict == "inconclusive"
+    assert control_claim(flat, 8).missing_parts() == []

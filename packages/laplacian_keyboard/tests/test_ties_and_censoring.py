@@ -10,14 +10,9 @@ from laplacian_keyboard import GridWorld, gpi_policy, optimal_policy, value_iter
 from laplacian_keyboard.agents import LearningCurve
 from laplacian_keyboard.laplacian import _fix_signs
 from laplacian_keyboard.mdp import greedy
-from laplacian_keyboard.reproduce import (
-    EVAL_EVERY,
-    MIN_OPT,
-    _norm,
-    bound_ratio,
-    faster_claim,
-    steps_median,
-)
+from laplacian_keyboard.reproduce.claims import EVAL_EVERY, bound_ratio, faster_claim
+from laplacian_keyboard.reproduce.run import _norm, steps_median
+from laplacian_keyboard.reproduce.scales import MIN_OPT
 
 
 def test_sign_rule_ignores_last_bit_differences_between_mirrored_entries():

@@ -27,9 +27,12 @@ __all__ = [
     "LearningCurve",
     "SMDPQLearning",
     "StationaryPolicy",
+    "check_schedule",
     "evaluate",
     "key_combinations",
 ]
+
+KINDS = ("transition", "combinatorial", "normalized", "random_walk")
 
 
 @dataclass(frozen=True)
@@ -68,6 +71,12 @@ def evaluate(
 ) -> float:
     """Mean discounted return of ``controller`` over ``n_episodes`` episodes (to termination or the
     environment's time limit). ``controller`` may have a ``reset()`` called at each episode start."""
+    if (
+        isinstance(n_episodes, bool)
+        or not isinstance(n_episodes, int | np.integer)
+        or n_episodes < 1
+    ):
+        raise ValueError(f"n_episodes must be an int >= 1; got {n_episodes!r}")
     total = 0.0
     for ep in range(n_episodes):
         obs, _ = env.reset(seed=seed + ep)
@@ -80,6 +89,18 @@ def evaluate(
             disc *= gamma
             done = term or trunc
     return total / n_episodes
+
+
+def check_schedule(total_steps: int, eval_every: int, eval_episodes: int = 1) -> None:
+    """Validate a ``learn`` call's step budget and evaluation schedule (``ValueError`` naming the
+    field, its value and the allowed range)."""
+    for name, value in (
+        ("total_steps", total_steps),
+        ("eval_every", eval_every),
+        ("eval_episodes", eval_episodes),
+    ):
+        if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
+            raise ValueError(f"{name} must be an int >= 1; got {value!r}")
 
 
 def _argmax_random(q: np.ndarray, rng: np.random.Generator) -> int:
@@ -157,6 +178,7 @@ class SMDPQLearning:
         label: str = "",
     ) -> LearningCurve:
         """Train for ``total_steps`` environment steps; evaluate the greedy policy every ``eval_every``."""
+        check_schedule(total_steps, eval_every, eval_episodes)
         if not isinstance(env.observation_space, gym.spaces.Discrete):
             raise TypeError(
                 f"SMDPQLearning needs a Discrete observation space; got {env.observation_space}"
@@ -223,6 +245,11 @@ class LaplacianKeyboard:
         alpha, epsilon: the meta-policy's SMDP Q-learning step size and exploration.
         start: distribution the library is optimal for (``"start"``: the env's start state,
             ``"uniform"``: every state).
+        max_policies: cap on the library's size (see :func:`~laplacian_keyboard.keyboard.build_library`
+            for the selection rule); a capped library has ``complete = False``.
+        seed: the run's seed. Each :meth:`meta_learner` (one per task) gets its own seed, spawned
+            from it with ``numpy.random.SeedSequence``: tasks never share a random stream, and the
+            n-th task's seed is a function of ``seed`` and ``n`` alone.
     """
 
     def __init__(
@@ -235,14 +262,31 @@ class LaplacianKeyboard:
         alpha: float = 0.1,
         epsilon: float = 0.1,
         start: str = "start",
+        max_policies: int = 1000,
         seed: int = 0,
     ) -> None:
-        if d < 1:
-            raise ValueError(f"d must be >= 1; got {d}")
+        if isinstance(d, bool) or not isinstance(d, int | np.integer) or d < 1:
+            raise ValueError(f"d must be an int >= 1; got {d!r}")
+        if kind not in KINDS:
+            raise ValueError(f"kind must be one of {KINDS}; got {kind!r}")
+        if not 0 <= gamma < 1:
+            raise ValueError(f"gamma must be in [0, 1); got {gamma}")
+        if isinstance(k, bool) or not isinstance(k, int | np.integer) or k < 1:
+            raise ValueError(f"k (steps per key press) must be an int >= 1; got {k!r}")
+        if not 0 < alpha <= 1:
+            raise ValueError(f"alpha must be in (0, 1]; got {alpha}")
+        if not 0 <= epsilon <= 1:
+            raise ValueError(f"epsilon must be in [0, 1]; got {epsilon}")
         if start not in ("start", "uniform"):
             raise ValueError(f"start must be 'start' or 'uniform'; got {start!r}")
+        if isinstance(max_policies, bool) or not isinstance(max_policies, int) or max_policies < 1:
+            raise ValueError(f"max_policies must be an int >= 1; got {max_policies!r}")
+        if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
+            raise ValueError(f"seed must be a non-negative int; got {seed!r}")
         self.d, self.kind, self.gamma, self.k, self.keys = d, kind, gamma, k, keys
         self.alpha, self.epsilon, self.start, self.seed = alpha, epsilon, start, seed
+        self.max_policies = max_policies
+        self._task_seeds = np.random.SeedSequence(int(seed))
         self.library: BehaviourLibrary | None = None
 
     def pretrain(self, env: gym.Env, P: np.ndarray | None = None) -> LaplacianKeyboard:
@@ -257,7 +301,7 @@ class LaplacianKeyboard:
             if isinstance(start, int | np.integer):
                 mu = np.zeros(P.shape[0])
                 mu[int(start)] = 1.0
-        self.library = build_library(P, self.phi, self.gamma, mu=mu)
+        self.library = build_library(P, self.phi, self.gamma, mu=mu, max_policies=self.max_policies)
         return self
 
     def _lib(self) -> BehaviourLibrary:
@@ -282,14 +326,28 @@ class LaplacianKeyboard:
             )
         return Behaviours.keyboard(lib, self.keys)
 
-    def meta_learner(self) -> SMDPQLearning:
+    def task_seed(self) -> int:
+        """The next task's seed: a fresh child of the keyboard's ``SeedSequence``."""
+        (child,) = self._task_seeds.spawn(1)
+        return int(child.generate_state(1)[0])
+
+    def meta_learner(self, seed: int | None = None) -> SMDPQLearning:
+        """A fresh meta-learner for one task; ``seed=None`` takes :meth:`task_seed`."""
         return SMDPQLearning(
-            self.behaviours(), self.k, self.alpha, self.epsilon, self.gamma, self.seed
+            self.behaviours(),
+            self.k,
+            self.alpha,
+            self.epsilon,
+            self.gamma,
+            self.task_seed() if seed is None else seed,
         )
 
     def learn(
-        self, env: gym.Env, total_steps: int, **kwargs: object
+        self, env: gym.Env, total_steps: int, seed: int | None = None, **kwargs: object
     ) -> tuple[SMDPQLearning, LearningCurve]:
-        """Train a fresh meta-policy on ``env`` (its reward is the task); returns it and its curve."""
-        learner = self.meta_learner()
+        """Train a fresh meta-policy on ``env`` (its reward is the task); returns it and its curve.
+        ``seed=None``: the task's own seed (:meth:`task_seed`) for the learner and the episodes."""
+        seed = self.task_seed() if seed is None else seed
+        learner = self.meta_learner(seed)
+        kwargs.setdefault("seed", seed)
         return learner, learner.learn(env, total_steps, label="LK", **kwargs)

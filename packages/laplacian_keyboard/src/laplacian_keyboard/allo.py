@@ -14,6 +14,8 @@ of states, so the quadratic term is unbiased.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -50,6 +52,15 @@ class ALLOConfig:
         for name in ("lr", "lr_duals", "barrier", "max_duals"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"ALLOConfig.{name} must be > 0; got {getattr(self, name)}")
+
+
+@contextlib.contextmanager
+def seeded(seed: int) -> Iterator[None]:
+    """Draw from torch's global RNG seeded with ``seed`` inside the block (network
+    initialisation), and give the caller's global RNG state back after it."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        yield
 
 
 def mlp(n_in: int, n_out: int, hidden: int) -> nn.Sequential:
@@ -99,9 +110,9 @@ def train_allo(
     if len(x) < 2:
         raise ValueError("need at least 2 transitions")
     gen = torch.Generator().manual_seed(seed)
-    torch.manual_seed(seed)
     d = config.d
-    enc = LaplacianEncoder(x.shape[1], d, config.hidden)
+    with seeded(seed):
+        enc = LaplacianEncoder(x.shape[1], d, config.hidden)
     opt = torch.optim.Adam(enc.parameters(), lr=config.lr)
     duals = torch.zeros(d, d)
     tril = torch.tril(torch.ones(d, d))

@@ -20,8 +20,8 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from laplacian_keyboard.agents import LearningCurve, SMDPQLearning, evaluate
-from laplacian_keyboard.allo import mlp
+from laplacian_keyboard.agents import LearningCurve, SMDPQLearning, check_schedule, evaluate
+from laplacian_keyboard.allo import mlp, seeded
 from laplacian_keyboard.keyboard import BehaviourLibrary, Behaviours
 from laplacian_keyboard.mdp import (
     check_model,
@@ -163,10 +163,35 @@ class DQN:
             epsilon_final,
             explore_fraction,
         )
+        for name, v in (
+            ("n_features", n_features),
+            ("n_actions", n_actions),
+            ("hidden", hidden),
+            ("buffer_size", buffer_size),
+            ("batch_size", batch_size),
+            ("train_every", train_every),
+            ("target_every", target_every),
+        ):
+            if isinstance(v, bool) or not isinstance(v, int | np.integer) or v < 1:
+                raise ValueError(f"DQN {name} must be an int >= 1; got {v!r}")
+        if (
+            isinstance(learning_starts, bool)
+            or not isinstance(learning_starts, int)
+            or learning_starts < 0
+        ):
+            raise ValueError(f"DQN learning_starts must be an int >= 0; got {learning_starts!r}")
+        if not 0 <= gamma < 1:
+            raise ValueError(f"DQN gamma must be in [0, 1); got {gamma}")
+        if not lr > 0:
+            raise ValueError(f"DQN lr must be > 0; got {lr}")
+        if not 0 <= epsilon_final <= 1:
+            raise ValueError(f"DQN epsilon_final must be in [0, 1]; got {epsilon_final}")
+        if not 0 < explore_fraction <= 1:
+            raise ValueError(f"DQN explore_fraction must be in (0, 1]; got {explore_fraction}")
         self.buffer_size = buffer_size
-        torch.manual_seed(seed)
         self.rng = np.random.default_rng(seed)
-        self.q = mlp(n_features, n_actions, hidden)
+        with seeded(seed):
+            self.q = mlp(n_features, n_actions, hidden)
         self.target = copy.deepcopy(self.q)
         self.opt = torch.optim.Adam(self.q.parameters(), lr=lr)
 
@@ -189,6 +214,7 @@ class DQN:
         progress: bool = False,
         label: str = "DQN",
     ) -> LearningCurve:
+        check_schedule(total_steps, eval_every, eval_episodes)
         eval_env = copy.deepcopy(env) if eval_env is None else eval_env
         n = self.buffer_size
         X = np.zeros((n, self.n_features), np.float32)

@@ -23,8 +23,8 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from laplacian_keyboard.agents import LearningCurve, evaluate
-from laplacian_keyboard.allo import LaplacianEncoder, mlp
+from laplacian_keyboard.agents import LearningCurve, check_schedule, evaluate
+from laplacian_keyboard.allo import LaplacianEncoder, mlp, seeded
 from laplacian_keyboard.envs import PointMaze
 
 __all__ = [
@@ -111,7 +111,6 @@ def train_usfa(
     ``w`` uniform on the unit sphere. Returns the network and the ``(d,)`` cumulant scale used
     (rewards to project must use the same scaled features).
     """
-    torch.manual_seed(seed)
     gen = torch.Generator().manual_seed(seed)
     obs = torch.as_tensor(data.obs, dtype=torch.float32)
     nxt = torch.as_tensor(data.next_obs, dtype=torch.float32)
@@ -121,7 +120,8 @@ def train_usfa(
         scale = phi_next.std(dim=0).clamp_min(1e-8)
         phi_next = phi_next / scale
     d = phi_next.shape[1]
-    net = USFA(obs.shape[1], d, n_actions, hidden)
+    with seeded(seed):
+        net = USFA(obs.shape[1], d, n_actions, hidden)
     target = copy.deepcopy(net)
     opt = torch.optim.Adam(net.parameters(), lr=lr)
     n = len(obs)
@@ -207,10 +207,10 @@ class PPOKeyboard:
     ) -> None:
         if k < 1:
             raise ValueError(f"k must be >= 1; got {k}")
-        torch.manual_seed(seed)
         self.usfa, self.k, self.gamma, self.lam = usfa, int(k), gamma, lam
         self.rollout, self.epochs, self.minibatch, self.clip = rollout, epochs, minibatch, clip
-        self.actor = _Actor(n_obs, usfa.d, hidden)
+        with seeded(seed):
+            self.actor = _Actor(n_obs, usfa.d, hidden)
         self.opt = torch.optim.Adam(self.actor.parameters(), lr=lr)
         self.gen = torch.Generator().manual_seed(seed)
 
@@ -253,6 +253,7 @@ class PPOKeyboard:
         progress: bool = False,
         label: str = "LK (PPO over w)",
     ) -> LearningCurve:
+        check_schedule(total_steps, eval_every, eval_episodes)
         eval_env = copy.deepcopy(env) if eval_env is None else eval_env
         obs, _ = env.reset(seed=seed)
         steps, episode, next_eval = 0, 0, eval_every

@@ -135,6 +135,8 @@ class BehaviourLibrary:
         psi: ``(L, S, A, d)`` successor features, ``Q^{pi_i}_w = psi[i] @ w``.
         weights: ``(L, d)`` unit weight vectors for which each policy was found optimal (its key).
         points: ``(L, d)`` expected successor features ``mu @ Psi^{pi_i}``.
+        complete: False when the build stopped at ``max_policies``: the guarantee (an optimal
+            member for every ``w``) then no longer holds.
     """
 
     P: np.ndarray
@@ -147,6 +149,7 @@ class BehaviourLibrary:
     mu: np.ndarray
     n_queries: int = 0
     affine_dim: int = 0
+    complete: bool = True
     terminal: np.ndarray | None = field(default=None, repr=False)
 
     def __len__(self) -> int:
@@ -185,7 +188,7 @@ def build_library(
     gamma: float,
     mu: np.ndarray | None = None,
     tol: float = 1e-9,
-    max_policies: int = 5000,
+    max_policies: int = 1000,
     terminal: np.ndarray | None = None,
     progress: bool = False,
 ) -> BehaviourLibrary:
@@ -198,8 +201,17 @@ def build_library(
             the start state gives the smaller set optimal from the start.
         tol: a query that improves a facet by less than ``tol`` (relative to the value scale)
             confirms the facet.
-        max_policies: stop with a warning past this many policies (the guarantee is then void).
+        max_policies: the library's size cap. Selection rule (deterministic): the queries run in
+            a fixed order (the ``+-e_i`` axes, the affine hull's directions, then rounds over the
+            current hull's unconfirmed facets, **largest facet first**, ties by qhull's facet
+            index) and the library keeps the first ``max_policies`` distinct policies they find,
+            then stops querying, with ``complete=False`` and a warning. Each round refines the
+            whole hull before the next starts, and the largest facets are where the outer
+            approximation can be furthest from the polytope, so a capped library is a coarse,
+            evenly spread cover of the policy polytope rather than a detailed corner of it.
     """
+    if isinstance(max_policies, bool) or not isinstance(max_policies, int) or max_policies < 1:
+        raise ValueError(f"max_policies must be an int >= 1; got {max_policies!r}")
     P = check_model(P, gamma)
     phi = _features(phi)
     S, _A, _ = P.shape
@@ -219,8 +231,13 @@ def build_library(
     eps = tol * scale
     queries = 0
 
-    def query(w: np.ndarray) -> np.ndarray:
-        nonlocal queries
+    refused = False
+
+    def query(w: np.ndarray) -> np.ndarray | None:
+        nonlocal queries, refused
+        if len(policies) >= max_policies:
+            refused = True
+            return None
         queries += 1
         w = w / np.linalg.norm(w)
         init = policies[int(np.argmax(np.asarray(points) @ w))] if policies else None
@@ -252,9 +269,10 @@ def build_library(
             break
     basis = Vt[:k]
 
+    complete = True
     if k >= 2:
         confirmed: set[tuple[float, ...]] = set()
-        while len(points) < max_policies:
+        while complete:
             Y = (np.asarray(points) - centre) @ basis.T
             try:
                 hull = ConvexHull(Y, qhull_options="QJ")
@@ -262,20 +280,28 @@ def build_library(
                 raise RuntimeError(
                     f"qhull failed on {len(Y)} points in {k} dimensions: {err}"
                 ) from err
-            pending = [eq for eq in hull.equations if tuple(np.round(eq, 7)) not in confirmed]
-            if not pending:
+            todo = [
+                i for i, eq in enumerate(hull.equations) if tuple(np.round(eq, 7)) not in confirmed
+            ]
+            if not todo:
                 break
-            for eq in pending:
+            area = _facet_areas(Y[hull.simplices[todo]])
+            for i in np.asarray(todo)[np.argsort(-area, kind="stable")]:
+                eq = hull.equations[i]
                 normal, offset = eq[:-1], eq[-1]
                 x = query(basis.T @ normal)
+                if x is None:  # the cap: stop querying
+                    complete = False
+                    break
                 if normal @ ((x - centre) @ basis.T) + offset <= eps:
                     confirmed.add(tuple(np.round(eq, 7)))
-            bar.update(len(pending))
-        else:
-            log.warning(
-                "build_library stopped at max_policies=%d; the library may be incomplete",
-                max_policies,
-            )
+            bar.update(len(todo))
+    if refused:
+        complete = False
+        log.warning(
+            "build_library stopped at max_policies=%d; the library may be incomplete",
+            max_policies,
+        )
     bar.close()
     pol = np.asarray(policies)
     psi = np.stack([successor_features(P, phi, pi, gamma, terminal) for pi in pol])
@@ -290,8 +316,16 @@ def build_library(
         mu=mu,
         n_queries=queries,
         affine_dim=k,
+        complete=complete,
         terminal=terminal,
     )
+
+
+def _facet_areas(vertices: np.ndarray) -> np.ndarray:
+    """``(F,)`` (k-1)-volumes (up to the common 1/(k-1)! factor) of facets ``(F, k, k)``."""
+    edges = vertices[:, 1:] - vertices[:, :1]
+    gram = edges @ np.swapaxes(edges, 1, 2)
+    return np.sqrt(np.clip(np.linalg.det(gram), 0.0, None))
 
 
 @dataclass(frozen=True)
