@@ -1,4 +1,5 @@
-"""Why LK does not learn on Reacher (the continuous claim's failed positive control), measured.
+"""Why LK does not learn on the torque-cost Reacher (the limitation table; the claim itself runs
+with control weight 0, a state-based reward), measured.
 
     OMP_NUM_THREADS=1 python packages/laplacian_keyboard/benchmarks/diagnose_control.py [seed]
 

@@ -264,3 +264,63 @@ def _rows_for_note():
         }
         for i in range(3)
     ]
+
+
+def test_reacher_control_weight_is_a_validated_option_and_zero_gives_minus_distance():
+    """The continuous claim's testbed (ours): a state-based reward, as the paper's DMC-style tasks.
+    With the control-cost weight 0 the reward is exactly -|fingertip - target| of the state the
+    step lands in (the observation's last two entries); with weight 1, Gymnasium's -|a|^2 too."""
+    from laplacian_keyboard.control import FixedTargetReacher
+
+    actions = np.random.default_rng(0).uniform(-1, 1, (30, 2))
+    for weight in (0.0, 1.0):
+        env = FixedTargetReacher(control_weight=weight)
+        assert env.control_weight == weight
+        env.reset(seed=4)
+        for a in actions:
+            obs, r, *_ = env.step(a)
+            dist = np.linalg.norm(obs[-2:])  # fingertip - target (x, y); both at one height
+            assert dist > 0
+            expected = -dist - weight * float((a**2).sum())
+            if weight == 0.0:
+                assert r == -dist  # known answer, exactly
+            else:
+                assert r == pytest.approx(expected, rel=1e-12)
+    for bad in (-0.1, float("nan"), float("inf"), "1"):
+        with pytest.raises(ValueError, match="control_weight"):
+            FixedTargetReacher(control_weight=bad)
+    with pytest.raises(ValueError, match="reward_control_weight"):
+        FixedTargetReacher(reward_control_weight=0.0)
+
+
+def test_scale_control_weights_are_validated_and_the_claim_is_state_based():
+    from dataclasses import replace
+
+    from laplacian_keyboard.reproduce.scales import SCALES
+
+    for name, s in SCALES.items():
+        assert s.control_weight == 0.0, name  # the claim's testbed: a state-based reward
+    assert 1.0 in SCALES["full"].limitation_weights  # the torque-cost Reacher, reported
+    with pytest.raises(ValueError, match="control_weight"):
+        replace(SCALES["smoke"], control_weight=-1.0)
+    with pytest.raises(ValueError, match="limitation_weights"):
+        replace(SCALES["smoke"], limitation_weights=(float("nan"),))
+
+
+def test_control_diagnosis_removes_the_control_cost_at_its_weight():
+    """``_diagnose`` removes ``control_weight |a|^2``: at weight 0 the reward is its distance term."""
+    from dataclasses import replace
+
+    from laplacian_keyboard.control import FixedTargetReacher, collect_exploration, random_features
+    from laplacian_keyboard.reproduce.run import _diagnose
+
+    data = collect_exploration(FixedTargetReacher(control_weight=0.0), 300, seed=5)
+    basis = random_features(data, 2, 16, seed=0)(2)
+    phi = basis.embed(data.next_obs)
+    ctrl = (data.actions.astype(float) ** 2).sum(1)
+    state_part = phi @ np.array([0.3, 0.1]) + 0.2
+    for w in (0.0, 0.5):
+        planted = replace(data, rewards=(state_part - w * ctrl).astype(np.float32))
+        diag = _diagnose(planted, basis, lambda o: np.zeros(2), control_weight=w)
+        assert diag["distance-term R^2 on basis"] > 1 - 1e-6
+    assert diag["reward R^2 on basis"] < 0.9  # at w = 0.5 the torque cost is outside the span

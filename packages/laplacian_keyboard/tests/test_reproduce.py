@@ -24,6 +24,12 @@ def test_smoke_reproduce_writes_a_report(tmp_path):
     control = report.claims[-1]
     assert "TD3" in control.statement
     assert control.negative.description.startswith("the same difference with LK on a random")
+    # the claim runs on the state-based reward; the torque-cost Reacher is a limitation table
+    ctrl = next(v for k, v in report.tables.items() if k.startswith("Reacher-v5") and "TD3" in k)
+    assert {r["control weight"] for r in ctrl} == {0.0}
+    limit = next(v for k, v in report.tables.items() if k.startswith("Limitation (not a claim)"))
+    assert {r["control weight"] for r in limit} == {1.0}
+    assert len(limit) == len(ctrl)
     lib_rows = report.tables["Behaviour library (reward-free, optimal from the start state)"]
     assert all("complete" in r for r in lib_rows)
     loaded = Report.from_json(tmp_path / "r")

@@ -537,16 +537,37 @@ class FixedTargetReacher(gym.Wrapper):
     Reacher draws a new target each episode and never moves it within one, so no transition links
     two targets: the state graph splits into one component per target, and its smallest Laplacian
     eigenvectors are functions of the target alone, useless for reaching it. With the target held
-    fixed the reward ``-|fingertip - target| - |a|^2`` is one function of the arm's state, as the
-    paper's DeepMind-Control tasks (run, walk, stand) are of theirs.
+    fixed the distance term ``-|fingertip - target|`` is one function of the arm's state, as the
+    paper's DeepMind-Control tasks' rewards are of theirs.
+
+    ``control_weight`` scales Gymnasium's control cost ``-|a|^2`` (Gymnasium's default 1). At 0
+    the reward is the distance term alone, a function of the state the step lands in, as DMC's
+    rewards are (DMC's reacher: a tolerance on the same distance, no control cost); the continuous
+    claim runs there (ours). With a control cost no state basis ``phi(s)`` can express the reward.
     """
 
-    def __init__(self, target: tuple[float, float] = (-0.1, 0.1), **kwargs: object) -> None:
-        super().__init__(gym.make("Reacher-v5", **kwargs))
+    def __init__(
+        self,
+        target: tuple[float, float] = (-0.1, 0.1),
+        control_weight: float = 1.0,
+        **kwargs: object,
+    ) -> None:
+        if "reward_control_weight" in kwargs:
+            raise ValueError("pass control_weight, not reward_control_weight")
+        if (
+            isinstance(control_weight, bool)
+            or not isinstance(control_weight, (int, float))
+            or not (np.isfinite(control_weight) and control_weight >= 0)
+        ):
+            raise ValueError(f"control_weight must be a finite number >= 0; got {control_weight!r}")
         t = np.asarray(target, float)
         if t.shape != (2,) or not np.linalg.norm(t) < 0.2:
             raise ValueError(f"target must be a point (x, y) within 0.2 of the base; got {target}")
+        super().__init__(
+            gym.make("Reacher-v5", reward_control_weight=float(control_weight), **kwargs)
+        )
         self.target = t
+        self.control_weight = float(control_weight)
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         _, info = self.env.reset(seed=seed, options=options)

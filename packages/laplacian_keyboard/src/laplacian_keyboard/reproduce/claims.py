@@ -277,10 +277,11 @@ def _diagnosis(rows: list[dict[str, float]]) -> str:
     if not all(k in r for r in rows for k in keys):
         return ""
     m = {k: float(np.mean([r[k] for r in rows])) for k in keys}
+    w = sorted({float(r.get("control weight", 1.0)) for r in rows})
     return (
-        f"; diagnosis: R^2 of the reward's distance term on [1, phi(s')] {m[keys[1]]:.2f}, of the "
-        f"whole reward {m[keys[0]]:.2f} (Reacher's control cost -|a|^2 depends on the action, "
-        f"not the state); the zero-shot USFA behaviour (its cumulants do not charge for torque) "
-        f"pays |a|^2 = {m[keys[2]]:.2f} per step against the "
-        "random policy's 0.67"
+        f"; diagnosis (control weight {', '.join(f'{x:g}' for x in w)}): R^2 of the reward's "
+        f"distance term on [1, phi(s')] {m[keys[1]]:.2f}, of the whole reward {m[keys[0]]:.2f} "
+        f"(a control cost -|a|^2 depends on the action, not the state); the zero-shot USFA "
+        f"behaviour (its cumulants do not charge for torque) pays |a|^2 = {m[keys[2]]:.2f} per "
+        "step against the random policy's 0.67"
     )

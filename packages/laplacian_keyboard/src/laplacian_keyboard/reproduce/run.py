@@ -268,44 +268,53 @@ def measure_tabular(cfg: Scale, seed: int) -> dict:
     }
 
 
-def measure_control(cfg: Scale, seed: int) -> tuple[list[dict], list[dict]]:
-    """The continuous pipeline over ``replicate_seeds(seed, continuous_seeds)``: per-seed rows
-    (d = ``control_d``) and the basis-size sweep's rows."""
-    ctrl_rows, sweep_rows = [], []
+def measure_control(cfg: Scale, seed: int) -> tuple[list[dict], list[dict], list[dict]]:
+    """The continuous pipeline over ``replicate_seeds(seed, continuous_seeds)``: per-seed rows on
+    the claim's task (control weight ``cfg.control_weight``, d = ``control_d``), the basis-size
+    sweep's rows, and the limitation rows (each of ``cfg.limitation_weights``: TD3 and LK at
+    ``control_d``, no sweep, no random basis)."""
+    ctrl_rows, sweep_rows, limit_rows = [], [], []
     for cs in replicate_seeds(seed, cfg.continuous_seeds):
-        row, sweep = _control(cfg, cs)
+        row, sweep = _control(cfg, cs, cfg.control_weight)
         ctrl_rows.append(row)
         sweep_rows += sweep
-    return ctrl_rows, sweep_rows
+        for w in cfg.limitation_weights:
+            limit_rows.append(_control(cfg, cs, w, full=False)[0])
+    return ctrl_rows, sweep_rows, limit_rows
 
 
-CONTROL_TASK = "Reacher-v5 (fixed target)"
+CONTROL_TASK = "Reacher-v5 (fixed target, no control cost)"
+LIMITATION_TASK = "Reacher-v5 (fixed target, Gymnasium's control cost -w|a|^2)"
 
 
-def _control(cfg: Scale, seed: int) -> tuple[dict[str, float], list[dict[str, float]]]:
-    """One seed of the continuous pipeline; normalised returns ``(R - R_random) / (0 - R_random)``
-    (Reacher's reward is <= 0: 0 is an upper bound no policy reaches)."""
-    hidden, steps, d_max = cfg.control_hidden, cfg.continuous_steps, max(cfg.control_dims)
+def _control(
+    cfg: Scale, seed: int, control_weight: float, full: bool = True
+) -> tuple[dict[str, float], list[dict[str, float]]]:
+    """One seed of the continuous pipeline on the fixed-target Reacher with ``control_weight``;
+    normalised returns ``(R - R_random) / (0 - R_random)`` (the reward is <= 0: 0 is an upper
+    bound no policy reaches). ``full=False``: TD3 and LK at ``control_d`` only."""
+    hidden, steps = cfg.control_hidden, cfg.continuous_steps
+    dims = cfg.control_dims if full else (cfg.control_d,)
+    d_max = max(cfg.control_dims)
     td3_cfg = TD3Config(hidden=hidden)
     every = max(steps // 5, 1)
-    env = FixedTargetReacher()
+
+    def make() -> FixedTargetReacher:
+        return FixedTargetReacher(control_weight=control_weight)
+
+    env = make()
     max_a = env.action_space.high
     rng = np.random.default_rng(seed)
-    r_random = evaluate(
-        FixedTargetReacher(), lambda o: rng.uniform(-max_a, max_a), 1.0, 10, seed=10_000
-    )
+    r_random = evaluate(make(), lambda o: rng.uniform(-max_a, max_a), 1.0, 10, seed=10_000)
 
     def norm(x: np.ndarray | float) -> np.ndarray:
         return (np.asarray(x, float) - r_random) / (0.0 - r_random)
 
-    td3 = TD3(10, 2, max_a, td3_cfg, seed=seed).learn(
-        FixedTargetReacher(), steps, every, FixedTargetReacher(), 5, seed=seed
-    )
-    data = collect_exploration(FixedTargetReacher(), cfg.n_transitions, seed=seed)
+    td3 = TD3(10, 2, max_a, td3_cfg, seed=seed).learn(make(), steps, every, make(), 5, seed=seed)
+    data = collect_exploration(make(), cfg.n_transitions, seed=seed)
     lap = laplacian_features(
         data, d_max, ALLOConfig(d=d_max + 1, steps=cfg.allo_steps, hidden=hidden), seed=seed
     )
-    rand = random_features(data, d_max, hidden, seed=seed)
 
     diag: dict[str, float] = {}
 
@@ -313,16 +322,16 @@ def _control(cfg: Scale, seed: int) -> tuple[dict[str, float], list[dict[str, fl
         basis = basis_of(d)
         usfa = train_usfa_td3(data, basis, d, max_a, cfg.usfa_steps, td3_cfg, seed=seed)
         zs_policy = usfa_policy(usfa, zero_shot_w(data, basis), max_a)
-        zs = evaluate(FixedTargetReacher(), zs_policy, 1.0, 5, seed=10_000)
+        zs = evaluate(make(), zs_policy, 1.0, 5, seed=10_000)
         if basis_of is lap and d == cfg.control_d:  # why LK can or cannot learn here, measured
-            diag.update(_diagnose(data, basis, zs_policy))
+            diag.update(_diagnose(data, basis, zs_policy, control_weight))
         curve = KeyboardTD3(usfa, 10, max_a, K, td3_cfg, seed=seed).learn(
-            FixedTargetReacher(), steps, every, FixedTargetReacher(), 5, seed=seed
+            make(), steps, every, make(), 5, seed=seed
         )
         return zs, curve
 
     sweep, main = [], {}
-    for d in cfg.control_dims:
+    for d in dims:
         zs, c = lk_arm(lap, d)
         main[d] = (zs, c)
         sweep.append(
@@ -335,34 +344,40 @@ def _control(cfg: Scale, seed: int) -> tuple[dict[str, float], list[dict[str, fl
             }
         )
     zs, c_lk = main[cfg.control_d]
-    zs_r, c_r = lk_arm(rand, cfg.control_d)
     row = {
         "seed": seed,
+        "control weight": control_weight,
         "random policy return": r_random,
         "TD3 final": float(norm(td3.returns[-1])),
         "TD3 mean over curve": float(norm(td3.returns).mean()),
         "LK zero-shot": float(norm(zs)),
         "LK final": float(norm(c_lk.returns[-1])),
         "LK mean over curve": float(norm(c_lk.returns).mean()),
-        "random-basis LK final": float(norm(c_r.returns[-1])),
-        "random-basis LK mean over curve": float(norm(c_r.returns).mean()),
-        "random-basis zero-shot": float(norm(zs_r)),
-        **diag,
     }
-    return row, sweep
+    if full:
+        zs_r, c_r = lk_arm(random_features(data, d_max, hidden, seed=seed), cfg.control_d)
+        row |= {
+            "random-basis LK final": float(norm(c_r.returns[-1])),
+            "random-basis LK mean over curve": float(norm(c_r.returns).mean()),
+            "random-basis zero-shot": float(norm(zs_r)),
+        }
+    return row | diag, sweep
 
 
 def _diagnose(
-    data: ControlData, basis: torch.nn.Module, policy: Callable[[np.ndarray], np.ndarray]
+    data: ControlData,
+    basis: torch.nn.Module,
+    policy: Callable[[np.ndarray], np.ndarray],
+    control_weight: float = 1.0,
 ) -> dict[str, float]:
     """How much of Reacher's reward the basis expresses (R^2 of the least-squares fit on
-    ``[1, phi(s')]``: the whole reward, and its distance term alone, the control cost ``-|a|^2``
-    removed), and the zero-shot behaviour's torque cost ``|a|^2`` per step on the data's states
+    ``[1, phi(s')]``: the whole reward, and its distance term alone, the control cost
+    ``-control_weight |a|^2`` removed), and the zero-shot behaviour's torque cost ``|a|^2`` per step on the data's states
     (the uniform random policy's is 2/3 with Reacher's unit action box)."""
     phi = basis.embed(data.next_obs)
     x = np.hstack([np.ones((len(phi), 1)), phi])
     r = data.rewards.astype(float)
-    dist = r + (data.actions.astype(float) ** 2).sum(1)
+    dist = r + control_weight * (data.actions.astype(float) ** 2).sum(1)
 
     def r2(y: np.ndarray) -> float:
         coef, *_ = np.linalg.lstsq(x, y, rcond=None)

@@ -26,6 +26,10 @@ class Scale:
     control_d: int = 8  # the basis size the claim is decided at
     control_hidden: int = 64
     max_policies: int = 5000
+    # Reacher's control-cost weight in the claim: 0, a state-based reward as the paper's DMC-style
+    # tasks (ours); the weights run as a reported limitation (not a claim): Gymnasium's torque cost
+    control_weight: float = 0.0
+    limitation_weights: tuple[float, ...] = (1.0,)
 
     def __post_init__(self) -> None:
         for name in (
@@ -48,6 +52,18 @@ class Scale:
                 f"Scale.continuous_seeds must be >= {MIN_SEEDS} (an interval over seeds); "
                 f"got {self.continuous_seeds}"
             )
+        for name, ws in (
+            ("control_weight", (self.control_weight,)),
+            ("limitation_weights", self.limitation_weights),
+        ):
+            for w in ws:
+                if (
+                    isinstance(w, bool)
+                    or not isinstance(w, (int, float))
+                    or not w >= 0
+                    or w == float("inf")
+                ):
+                    raise ValueError(f"Scale.{name} must be finite numbers >= 0; got {ws!r}")
         if not self.control_dims or min(self.control_dims) < 1:
             raise ValueError(f"Scale.control_dims must be sizes >= 1; got {self.control_dims}")
         if self.control_d not in self.control_dims:
