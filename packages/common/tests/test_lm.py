@@ -372,3 +372,45 @@ def test_cache_key_changes_with_the_thread_count_and_the_config():
         assert lm.cache_key({"size": 2}) != one
     env = lm.training_environment()
     assert {"torch", "transformers", "numpy", "device", "cpu_capability"} <= set(env)
+
+
+# Gemma's chat template as published (it starts with ``bos_token``, as Llama-3's and SmolLM2's
+# rendered prompts do): a rendered prompt already holds BOS, and encoding it with special tokens
+# added used to put a second one in front (issue 46, item 8).
+GEMMA_CHAT_TEMPLATE = (
+    "{{ bos_token }}{% for message in messages %}"
+    "{% if (message['role'] == 'assistant') %}{% set role = 'model' %}"
+    "{% else %}{% set role = message['role'] %}{% endif %}"
+    "{{ '<start_of_turn>' + role + '\n' + message['content'] | trim + '<end_of_turn>\n' }}"
+    "{% endfor %}{% if add_generation_prompt %}{{'<start_of_turn>model\n'}}{% endif %}"
+)
+
+
+def test_a_rendered_chat_template_gets_one_bos(model, tok, prompts):
+    chat_tok = copy.deepcopy(tok)
+    chat_tok.chat_template = GEMMA_CHAT_TEMPLATE
+    rendered = chat_tok.apply_chat_template(
+        [{"role": "user", "content": prompts[0]}], tokenize=False, add_generation_prompt=True
+    )
+    assert rendered.startswith(chat_tok.bos_token)
+    bos = chat_tok.bos_token_id
+    one_bos = chat_tok(rendered, add_special_tokens=False)["input_ids"]
+    assert one_bos[0] == bos
+    assert one_bos.count(bos) == 1
+    # what the model must see: the rendered text once, with its own single BOS
+    ids = torch.tensor([one_bos])
+    with torch.no_grad():
+        expected = torch.log_softmax(model(input_ids=ids).logits[0, -1].float(), -1)
+    got = lm.next_token_logprobs(model, chat_tok, [rendered, prompts[1]])[0]
+    assert torch.allclose(got, expected, atol=1e-5)
+    # a plain prompt still gets the tokenizer's BOS
+    plain = lm.next_token_logprobs(model, chat_tok, [prompts[1]])[0]
+    p_ids = torch.tensor([tok(prompts[1])["input_ids"]])
+    assert p_ids[0, 0].item() == bos
+    with torch.no_grad():
+        plain_expected = torch.log_softmax(model(input_ids=p_ids).logits[0, -1].float(), -1)
+    assert torch.allclose(plain, plain_expected, atol=1e-5)
+    # sampling starts from the same single-BOS prompt: its first token's log-prob is the model's
+    s = lm.sample(model, chat_tok, [rendered], n=1, max_new_tokens=1, seed=0)
+    first = int(s.token_ids[0][0][0])
+    assert torch.allclose(s.logprobs[0][0][0], expected[first], atol=1e-4)

@@ -19,7 +19,8 @@ GPT-2 families): :func:`next_token_logprobs`, :func:`token_rank`, :func:`answer_
 Layer indices follow ``output_hidden_states``: the residual stream at layer ``0`` is the embedding
 output (the input of block 0) and at layer ``l >= 1`` the output of block ``l - 1``, *before* the
 final norm (``transformers`` applies the final norm to its last hidden state; we do not).
-Prompts are scored with the tokenizer's own special tokens (``tok(prompt)``), continuations without
+Prompts are scored with the tokenizer's own special tokens (``tok(prompt)``; a prompt that already
+starts with the BOS text, a rendered chat template, is encoded as it is), continuations without
 (``tok(continuation, add_special_tokens=False)``) appended to them, and padding is on the right, so
 batched results equal unbatched ones.
 """
@@ -294,11 +295,11 @@ def _encode_examples(
     """Token ids of each example (with eos) and the index where its loss starts (0: whole text)."""
     eos = [tok.eos_token_id] if tok.eos_token_id is not None else []
     seqs, starts = [], []
-    for ids in tok(list(texts))["input_ids"] if texts else []:
+    for ids in _encode(tok, list(texts)) if texts else []:
         seqs.append((ids + eos)[:max_length])
         starts.append(1)
     if pairs:
-        prompts = tok([p for p, _ in pairs])["input_ids"]
+        prompts = _encode(tok, [p for p, _ in pairs])
         answers = tok([a for _, a in pairs], add_special_tokens=False)["input_ids"]
         for p, a in zip(prompts, answers, strict=True):
             seqs.append((p + a + eos)[:max_length])
@@ -785,8 +786,21 @@ def right_padded(seqs: list[list[int]], pad: int, device: torch.device) -> tuple
     return ids.to(device), mask.to(device), mask.sum(1).to(device)
 
 
+def _encode(tok: PreTrainedTokenizerBase, prompts: list[str]) -> list[list[int]]:
+    """Token ids of ``prompts`` with the tokenizer's special tokens, except for a prompt that already
+    starts with the BOS token's text (a rendered chat template: Llama-3, Gemma, SmolLM2): it is
+    encoded as it is, so the model sees one BOS, not two."""
+    bos = getattr(tok, "bos_token", None)
+    rendered = [bool(bos) and p.startswith(bos) for p in prompts]
+    plain = [p for p, r in zip(prompts, rendered, strict=True) if not r]
+    chat = [p for p, r in zip(prompts, rendered, strict=True) if r]
+    plain_ids = iter(tok(plain)["input_ids"] if plain else [])
+    chat_ids = iter(tok(chat, add_special_tokens=False)["input_ids"] if chat else [])
+    return [next(chat_ids) if r else next(plain_ids) for r in rendered]
+
+
 def _prompt_ids(tok: PreTrainedTokenizerBase, prompts: list[str]) -> list[list[int]]:
-    ids = tok(prompts)["input_ids"]
+    ids = _encode(tok, prompts)
     if any(len(s) == 0 for s in ids):
         raise ValueError("a prompt encodes to zero tokens; give a non-empty prompt")
     return ids
