@@ -12,7 +12,7 @@ OUT ?= results
 PYTEST_WORKERS ?= 2
 SLOW ?=
 
-.PHONY: setup test-all test reproduce bench lint format docs clean help
+.PHONY: setup test-all test reproduce bench lint format docs clean help base-lm
 
 help:
 	@echo "make setup                  install uv if missing, then the locked workspace (.venv)"
@@ -20,6 +20,7 @@ help:
 	@echo "make test PKG=name          one package's tests"
 	@echo "make reproduce [PKG=name] [SCALE=quick] [SEED=0]   reports under $(OUT)/"
 	@echo "make bench PKG=name         the package's benchmarks"
+	@echo "make base-lm                retrain the shared base LM (hours; resumable)"
 	@echo "make lint | format | docs | clean"
 
 setup:
@@ -42,6 +43,11 @@ ifdef PKG
 else
 	$(RUN) python -m paper_common reproduce --all --scale $(SCALE) --seed $(SEED) --out $(OUT)
 endif
+
+# the shared pretrained base LM of paper_common.lm.base: hours on a CPU, resumable from its
+# checkpoint; writes the committed fp16 weights and their acceptance numbers
+base-lm: setup
+	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-2} $(RUN) python -m paper_common base-lm
 
 bench: setup
 	@test -n "$(PKG)" || { echo "usage: make bench PKG=<package>" >&2; exit 2; }

@@ -1,4 +1,5 @@
 import itertools
+from collections import Counter
 
 import numpy as np
 import pytest
@@ -194,3 +195,153 @@ def test_bad_input_raises(world):
         World(change_rates={"works_for": 1.5})
     with pytest.raises(ValueError, match="digits"):
         arithmetic_tasks(3, digits=0)
+
+
+# ------------------------------------------------------------------ issue 46: the testbed
+def _one_word_names(world: World) -> set[str]:
+    from paper_common.facts import COMPANY_SUFFIXES
+
+    return {
+        part
+        for names in world.entities.values()
+        for name in names
+        for part in name.split(" ")
+        if part not in COMPANY_SUFFIXES
+    } - {name.split(" ")[0] for name in world.entities["person"]}
+
+
+def test_names_come_from_the_fixed_pools_and_exclude_keeps_worlds_disjoint():
+    from paper_common.facts import name_pools
+
+    pools = name_pools()
+    base = World(seed=3, n_people=150, n_cities=40, n_companies=30, n_countries=10)
+    new = World(seed=4, n_people=60, n_cities=20, n_companies=10, n_countries=5, exclude=base)
+    for w in (base, new):
+        assert set(w.entities["city"]) <= set(pools["city"])
+        assert set(w.entities["country"]) <= set(pools["country"])
+        surnames = [p.split(" ")[1] for p in w.entities["person"]]
+        assert len(set(surnames)) == len(surnames)  # the alias is unique within a World
+        assert set(surnames) <= set(pools["surname"])
+    assert _one_word_names(base) & _one_word_names(new) == set()
+    # the same seed without exclude reuses some of base's names (so exclude did the work)
+    assert _one_word_names(base) & _one_word_names(World(seed=4, n_people=60, n_cities=20)) != set()
+    with pytest.raises(ValueError, match="country names but the fixed pool has"):
+        World(seed=0, n_countries=79, n_cities=80, exclude=base)
+    with pytest.raises(ValueError, match="fixed vocabulary's years"):
+        World(seed=0, start_year=1900)
+
+
+def test_exposure_is_heavy_tailed_recorded_and_leaves_the_facts_alone():
+    plain = World(seed=2, n_people=400, n_cities=60, n_companies=60)
+    heavy = World(seed=2, n_people=400, n_cities=60, n_companies=60, exposure=1.0, max_exposure=64)
+    assert plain.history == heavy.history
+    assert set(plain.exposure.values()) == {1}
+    m = np.array(list(heavy.exposure.values()))
+    assert m.min() >= 1
+    assert m.max() <= 64
+    # P(m >= k) = k^-alpha for a discrete Pareto with alpha = 1: about 1/2 and 1/8
+    for k in (2, 8):
+        assert abs(np.mean(m >= k) - 1 / k) < 4 * np.sqrt((1 / k) * (1 - 1 / k) / m.size)
+    with pytest.raises(ValueError, match="exposure must be None or a tail index"):
+        World(seed=0, exposure=0)
+
+
+def test_corpus_documents_each_fact_as_often_as_documentation_says():
+    w = World(seed=5, n_people=40, exposure=1.2, max_exposure=6)
+    docs = w.documentation()
+    texts, _ = w.corpus(history=False, cues=False, augmentation=2)
+    first = {f: w.statements("train", facts=[f])[0].text for f in docs}
+    counts = Counter(texts)
+    for f, n in docs.items():
+        assert counts[first[f]] == 2 * n
+    bios, _ = w.corpus(history=False, cues=False, style="biographies", augmentation=2)
+    sentences = Counter(s.strip() + "." for doc in bios for s in doc.split(".") if s.strip())
+    for f, n in docs.items():
+        rendered = {s.text for s in w.statements("train", facts=[f])}
+        assert sum(sentences[r] for r in rendered) == 2 * n
+
+
+def test_biographies_hold_several_facts_in_varying_order_with_the_full_name():
+    w = World(seed=6, n_people=30, exposure=0.8, max_exposure=8)
+    bios, _ = w.corpus(history=False, cues=False, style="biographies")
+    person = w.entities["person"]
+    multi = [d for d in bios if d.count(".") >= 2]
+    assert multi
+    for doc in multi:
+        subject = next(p for p in person + w.entities["company"] if doc.count(p) >= 2)
+        assert all(subject in s for s in doc.split(".") if s.strip())
+    # the order of relations changes between documents of the same subject
+    orders = set()
+    for doc in multi:
+        rels = []
+        for s in doc.split(". "):
+            for f in w.facts():
+                if f.subject in s and f.value in s:
+                    rels.append(f.relation)
+                    break
+        orders.add(tuple(rels))
+    assert len(orders) > 3
+
+
+def test_documentation_lag_leaves_recent_changes_partly_under_the_old_value():
+    w = World(seed=7, n_people=120, exposure=1.0, max_exposure=30, documentation_lag=3)
+    key, versions = next(
+        (k, v)
+        for k, v in w.history.items()
+        if len(v) >= 2 and v[-1].valid_from <= w.end_year - 3 and w.exposure[k] >= 6
+    )
+    new, old, m = versions[-1], versions[-2], w.exposure[key]
+    at_change = w.documentation(new.valid_from)
+    assert at_change[new] == max(1, round(m / 4))
+    assert at_change[old] == round(m * 3 / 4)
+    later = w.documentation(new.valid_from + 3)
+    assert later[new] == m
+    assert old not in later
+    unlagged = World(seed=7, n_people=120, exposure=1.0, max_exposure=30)
+    assert unlagged.documentation(new.valid_from)[new] == m
+
+
+def test_true_false_in_both_polarities_and_judge_items():
+    w = World(seed=8, n_people=20)
+    pos = w.verification_items("train")
+    neg = w.verification_items("train", negated=True)
+    assert [v.label for v in pos] == [True, False] * (len(pos) // 2)
+    assert [v.label for v in neg] == [False, True] * (len(neg) // 2)
+    for v in neg:
+        assert " not " in v.prompt
+        assert (v.claimed_value == v.fact.value) != v.label
+    judge = w.judge_items("train")
+    for j in judge:
+        assert j.label == (j.proposed == j.fact.value)
+        assert j.target == (" Yes" if j.label else " No")
+
+
+def test_change_questions_follow_the_history_and_the_split():
+    w = World(seed=9, n_people=60, cue_recall=0.9, false_cue_rate=0.05)
+    items = w.change_questions("train")
+    assert items
+    assert all(q.fact.subject not in w.target_subjects for q in items)
+    starts = {k: {f.valid_from for f in v[1:]} for k, v in w.history.items()}
+    cue_years = {(c.fact.key, int(c.text.split(",")[0].split()[1])) for c in w.cues}
+    for q in items:
+        assert q.label == ((q.year + 1) in starts[q.fact.key])
+        assert q.cued == ((q.fact.key, q.year) in cue_years)
+        assert q.fact.holds_at(q.year)
+    cued = [q.label for q in items if q.cued]
+    uncued = [q.label for q in items if not q.cued]
+    assert np.mean(cued) > np.mean(uncued) + 0.3  # cues carry the signal a model can learn
+    held = w.change_questions("heldout")
+    assert all(q.fact.subject in w.target_subjects for q in held)
+
+
+def test_default_corpus_is_one_statement_per_template_per_fact():
+    w = World(seed=10, n_people=15)
+    texts, pairs = w.corpus()
+    expected = [s.text for s in w.statements("train")]
+    expected += [s.text for s in w.history_statements()] + [c.text for c in w.cue_statements()]
+    assert texts == expected
+    qa = [(q.question, q.target) for q in w.qa_pairs("train")]
+    tf = [(v.prompt, v.target) for v in w.verification_items("train")]
+    assert pairs == qa + tf
+    with pytest.raises(ValueError, match="unknown formats"):
+        w.corpus(formats=("qa", "essay"))

@@ -9,7 +9,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from paper_common import lm  # noqa: E402
-from paper_common.facts import World  # noqa: E402
+from paper_common.facts import FORMATS, World  # noqa: E402
 
 ARCHS = ["llama", "qwen2", "gpt2"]
 
@@ -414,3 +414,53 @@ def test_a_rendered_chat_template_gets_one_bos(model, tok, prompts):
     s = lm.sample(model, chat_tok, [rendered], n=1, max_new_tokens=1, seed=0)
     first = int(s.token_ids[0][0][0])
     assert torch.allclose(s.logprobs[0][0][0], expected[first], atol=1e-4)
+
+
+# ------------------------------------------------------------------ issue 46: shared vocabulary
+def test_fixed_tokenizer_covers_every_world_with_the_same_ids():
+    tok = lm.fixed_tokenizer()
+    assert tok.convert_tokens_to_ids("<pad>") == 0
+    assert len(tok) == len(lm.fixed_tokenizer())
+    seen = {}
+    for seed in (11, 12):
+        w = World(seed=seed, n_people=60, n_cities=30, exposure=1.5, documentation_lag=2)
+        texts, pairs = w.corpus(style="biographies", formats=list(FORMATS))
+        texts += w.vocabulary_texts() + [p + a for p, a in pairs]
+        ids = tok(texts)["input_ids"]
+        assert not any(tok.unk_token_id in row for row in ids)
+        for name in w.entities["city"]:
+            seen.setdefault(name, tok.convert_tokens_to_ids("▁" + name))
+    # one token per city name, an id that does not depend on the World
+    assert len(set(seen.values())) == len(seen)
+    w = World(seed=11, n_people=60, n_cities=30)
+    for name in w.entities["city"]:
+        assert tok(" " + name, add_special_tokens=False)["input_ids"] == [seen[name]]
+
+
+def test_training_draws_follow_weights_and_mixture():
+    from paper_common.lm.train import _sampler
+
+    p = _sampler(3, 2, None, (0.25, 0.75))
+    assert torch.allclose(p, torch.tensor([1 / 12] * 3 + [3 / 8] * 2))
+    p = _sampler(2, 2, [1, 3, 0, 1], None)
+    assert torch.allclose(p, torch.tensor([0.2, 0.6, 0.0, 0.2]))
+    p = _sampler(2, 2, [1, 3, 0, 1], (0.5, 0.5))
+    assert torch.allclose(p, torch.tensor([0.125, 0.375, 0.0, 0.5]))
+    assert _sampler(2, 2, None, None) is None
+    with pytest.raises(ValueError, match="one entry per example"):
+        _sampler(2, 2, [1, 1, 1], None)
+    with pytest.raises(ValueError, match="there are none"):
+        _sampler(2, 0, None, (0.5, 0.5))
+
+
+def test_weighted_training_sees_only_the_weighted_examples():
+    w = World(seed=13, n_people=6)
+    tok = lm.fixed_tokenizer()
+    texts = ["Q: A: True False", w.statements("train")[0].text]
+    runs = []
+    for kw in ({"texts": texts, "weights": [1.0, 0.0]}, {"texts": texts[:1]}, {"texts": texts}):
+        model = lm.tiny_causal_lm(tok, "llama", 1, 32, 2, seed=0)
+        res = lm.train_causal_lm(model, tok, steps=3, batch_size=4, lr=1e-2, **kw)
+        runs.append(res.losses)
+    assert runs[0] == runs[1]  # a zero-weight example is never drawn
+    assert runs[0] != runs[2]

@@ -50,7 +50,38 @@ def _parser() -> ArgumentParser:
         action="store_true",
         help="write nothing; exit 1 if the page or the README column differ from the reports",
     )
+    base = sub.add_parser(
+        "base-lm",
+        help="pretrain the shared base language model (hours on a CPU; resumable)",
+        description="Pretrain the suite's base model (paper_common.lm.base) from scratch, resuming "
+        "from its checkpoint if one exists, and save it in fp16 with its acceptance numbers.",
+    )
+    base.add_argument("--out", type=Path, default=None, help="default: the package's base_lm/")
+    base.add_argument(
+        "--checkpoint", type=Path, default=None, help="default: base_lm.ckpt in the suite cache"
+    )
+    base.add_argument("--steps", type=int, default=None, help="override the recipe's steps")
+    base.add_argument(
+        "--accept-only",
+        action="store_true",
+        help="only measure the saved model's acceptance numbers",
+    )
     return parser
+
+
+def _base_lm(args: argparse.Namespace) -> int:
+    import json
+
+    from paper_common.lm import base
+
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    if args.accept_only:
+        model, tok = base.load_base_lm(args.out)
+        numbers = base.acceptance(model, tok)
+    else:
+        numbers = base.train_base_lm(args.out, args.checkpoint, args.steps)["acceptance"]
+    print(json.dumps(numbers, indent=2))
+    return 0 if numbers["passes"] else 1
 
 
 def _results(args: argparse.Namespace) -> int:
@@ -99,6 +130,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     registered = discover()
     if args.command == "results":
         return _results(args)
+    if args.command == "base-lm":
+        return _base_lm(args)
     if args.command == "list":
         if not registered:
             print(

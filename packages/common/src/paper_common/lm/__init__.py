@@ -86,7 +86,7 @@ from paper_common.lm.scoring import (
     token_rank,
 )
 from paper_common.lm.train import TrainResult, pad_id, train_causal_lm
-from paper_common.lm.vocab import SPECIAL_TOKENS, build_tokenizer
+from paper_common.lm.vocab import SPECIAL_TOKENS, build_tokenizer, fixed_tokenizer
 
 __all__ = [
     "CACHE_ENV",
@@ -106,6 +106,7 @@ __all__ = [
     "fact_lm",
     "fact_lm_cache_dir",
     "final_norm",
+    "fixed_tokenizer",
     "float64_exact",
     "greedy_answer",
     "load_lm",

@@ -17,7 +17,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerFast
 
 from paper_common.lm.models import load_lm, save_lm, tiny_causal_lm
 from paper_common.lm.train import train_causal_lm
-from paper_common.lm.vocab import build_tokenizer
+from paper_common.lm.vocab import build_tokenizer, fixed_tokenizer
 
 if TYPE_CHECKING:
     from paper_common.facts import World
@@ -114,10 +114,11 @@ def fact_lm(
     seed: int = 0,
     cutoff: int | None = None,
     arch: Literal["llama", "qwen2", "gpt2"] = "llama",
-    tokenizer_kind: Literal["wordlevel", "bpe"] = "wordlevel",
+    tokenizer_kind: Literal["wordlevel", "bpe", "fixed"] = "wordlevel",
     steps: int | None = None,
     history: bool = True,
     cues: bool = True,
+    corpus_options: dict[str, Any] | None = None,
     cache: bool = True,
     progress: bool | None = None,
 ) -> tuple[PreTrainedModel, PreTrainedTokenizerFast]:
@@ -125,7 +126,9 @@ def fact_lm(
 
     Trained on ``world.corpus(cutoff)``: statements of every fact, QA and True/False items of the
     format facts (see :mod:`paper_common.facts`). The tokenizer covers every text the world can
-    render, so snapshots of one world at several cutoffs share a vocabulary. Cached under
+    render, so snapshots of one world at several cutoffs share a vocabulary; ``tokenizer_kind="fixed"``
+    uses :func:`~paper_common.lm.vocab.fixed_tokenizer`, the vocabulary every World shares.
+    ``corpus_options`` go to :meth:`World.corpus` (``style``, ``augmentation``, ``formats``, ``seed``). Cached under
     :func:`fact_lm_cache_dir` by a hash of the world and the training config, written atomically,
     and loaded with ``from_pretrained``; ``cache=False`` always trains. Concurrent calls for the same
     model (parallel test workers) are serialised by a file lock: one trains, the others load.
@@ -154,8 +157,14 @@ def fact_lm(
         "history": history,
         "cues": cues,
     }
+    if corpus_options:
+        config["corpus_options"] = dict(corpus_options)
     # the texts themselves, so a change to the templates or the corpus recipe trains anew
-    texts, pairs = world.corpus(cutoff, history=history, cues=cues)
+    if tokenizer_kind not in ("wordlevel", "bpe", "fixed"):
+        raise ValueError(
+            f"tokenizer_kind must be 'wordlevel', 'bpe' or 'fixed'; got {tokenizer_kind!r}"
+        )
+    texts, pairs = world.corpus(cutoff, history=history, cues=cues, **(corpus_options or {}))
     corpus = hashlib.sha256(json.dumps([texts, pairs], default=list).encode()).hexdigest()[:16]
     path = fact_lm_cache_dir() / cache_key({**config, "corpus": corpus})
     if not cache:
@@ -178,8 +187,16 @@ def _train_fact_lm(
     from paper_common.device import pick_device
 
     spec = config["size"]
-    tok = build_tokenizer(world.vocabulary_texts(), kind=config["tokenizer"])
-    texts, pairs = world.corpus(config["cutoff"], history=config["history"], cues=config["cues"])
+    if config["tokenizer"] == "fixed":
+        tok = fixed_tokenizer()
+    else:
+        tok = build_tokenizer(world.vocabulary_texts(), kind=config["tokenizer"])
+    texts, pairs = world.corpus(
+        config["cutoff"],
+        history=config["history"],
+        cues=config["cues"],
+        **config.get("corpus_options", {}),
+    )
     model = tiny_causal_lm(
         tok, config["arch"], spec["n_layers"], spec["d_model"], spec["n_heads"], seed=config["seed"]
     ).to(pick_device())

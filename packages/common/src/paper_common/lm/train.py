@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
+import numpy as np
 import torch
 import transformers
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -78,12 +81,25 @@ def train_causal_lm(
     schedule: Literal["cosine", "constant", "linear"] = "cosine",
     callback: Callable[[int], Any] | None = None,
     callback_every: int = 0,
+    weights: Sequence[float] | None = None,
+    mixture: tuple[float, float] | None = None,
+    checkpoint: str | os.PathLike[str] | None = None,
+    checkpoint_every: int = 200,
+    checkpoint_key: str = "",
 ) -> TrainResult:
     """Train (or keep training) ``model`` on ``texts`` (loss on every token) and ``(prompt, answer)``
     ``pairs`` (loss on the answer tokens only), with AdamW and a warm-up then ``schedule``
     (``cosine`` decay, ``constant``, or ``linear`` decay to zero).
 
-    Each step draws ``batch_size`` examples uniformly from both, seeded. An eos token ends every
+    Each step draws ``batch_size`` examples, seeded: uniformly from both by default; with
+    ``weights`` (one per example, texts then pairs) in proportion to them; with ``mixture=(p_texts,
+    p_pairs)`` a batch slot comes from the texts with probability ``p_texts`` and from the pairs
+    otherwise (within each, by ``weights`` or uniformly).
+
+    ``checkpoint``: a file the run saves itself to every ``checkpoint_every`` steps (model,
+    optimizer, schedule, sampler state, losses) and resumes from when it exists, so a run of hours
+    survives being stopped; ``checkpoint_key`` (e.g. a hash of the data and config) must match the
+    file's or the run refuses to resume. The returned losses and tokens cover the whole run. An eos token ends every
     example. ``callback(step)`` is called, with the model in eval mode, after every
     ``callback_every``-th step (for evaluations during one run, e.g. once per epoch; the optimizer
     and schedule carry on across calls). Returns the per-step losses; the model is left in eval mode
@@ -103,6 +119,7 @@ def train_causal_lm(
         raise ValueError(
             f"callback_every must be a positive int with a callback; got {callback_every!r}"
         )
+    draw = _sampler(len(texts), len(pairs), weights, mixture)
     device = _device(model)
     seqs, starts = _encode_examples(tokenizer, texts, pairs, max_length)
     n, width = len(seqs), max(len(s) for s in seqs)
@@ -122,15 +139,35 @@ def train_causal_lm(
     sched = transformers.get_scheduler(
         schedulers[schedule], optim, max(1, int(warmup_fraction * steps)), steps
     )
+    losses, tokens, done = [], 0, 0
+    if checkpoint is not None:
+        if not isinstance(checkpoint_every, int) or checkpoint_every < 1:
+            raise ValueError(f"checkpoint_every must be a positive int; got {checkpoint_every!r}")
+        checkpoint = Path(checkpoint)
+        if checkpoint.exists():
+            state = torch.load(checkpoint, map_location=device, weights_only=False)
+            if state["key"] != checkpoint_key or state["steps"] != steps:
+                raise ValueError(
+                    f"{checkpoint} belongs to another run (key {state['key']!r}, {state['steps']} "
+                    f"steps; this run: {checkpoint_key!r}, {steps}); delete it to start over"
+                )
+            model.load_state_dict(state["model"])
+            optim.load_state_dict(state["optim"])
+            sched.load_state_dict(state["sched"])
+            gen.set_state(state["generator"])
+            losses, tokens, done = state["losses"], state["tokens"], state["done"]
+            log.info("resumed %s at step %d of %d", checkpoint, done, steps)
     model.train()
-    losses, tokens = [], 0
     start = time.perf_counter()
     show = sys.stderr.isatty() if progress is None else progress
     from tqdm.auto import tqdm
 
-    with tqdm(range(steps), desc="train", disable=not show, leave=False) as bar:
+    with tqdm(range(done, steps), desc="train", disable=not show, leave=False) as bar:
         for _ in bar:
-            idx = torch.randint(0, n, (batch_size,), generator=gen)
+            if draw is None:
+                idx = torch.randint(0, n, (batch_size,), generator=gen)
+            else:
+                idx = torch.multinomial(draw, batch_size, replacement=True, generator=gen)
             w = int(lengths[idx].max())
             b_ids, b_mask, b_lab = (t[idx, :w].to(device) for t in (ids, mask, labels))
             out = model(input_ids=b_ids, attention_mask=b_mask, labels=b_lab)
@@ -146,5 +183,63 @@ def train_causal_lm(
                 model.eval()
                 callback(len(losses))
                 model.train()
+            if checkpoint is not None and (
+                len(losses) % checkpoint_every == 0 or len(losses) == steps
+            ):
+                _save_checkpoint(
+                    checkpoint,
+                    {
+                        "key": checkpoint_key,
+                        "steps": steps,
+                        "done": len(losses),
+                        "model": model.state_dict(),
+                        "optim": optim.state_dict(),
+                        "sched": sched.state_dict(),
+                        "generator": gen.get_state(),
+                        "losses": losses,
+                        "tokens": tokens,
+                    },
+                )
     model.eval()
     return TrainResult(losses, tokens, time.perf_counter() - start)
+
+
+def _sampler(
+    n_texts: int,
+    n_pairs: int,
+    weights: Sequence[float] | None,
+    mixture: tuple[float, float] | None,
+) -> torch.Tensor | None:
+    """Sampling probabilities over the examples (texts then pairs), or None for uniform draws."""
+    if weights is None and mixture is None:
+        return None
+    n = n_texts + n_pairs
+    if weights is None:
+        w = torch.ones(n, dtype=torch.float64)
+    else:
+        w = torch.as_tensor(np.asarray(weights, dtype=np.float64))
+        if w.shape != (n,):
+            raise ValueError(
+                f"weights must have one entry per example ({n_texts} texts + {n_pairs} pairs = {n}); "
+                f"got shape {tuple(w.shape)}"
+            )
+        if not bool(torch.isfinite(w).all()) or bool((w < 0).any()) or float(w.sum()) <= 0:
+            raise ValueError("weights must be finite, >= 0 and not all zero")
+    if mixture is not None:
+        if len(mixture) != 2 or any(not (m >= 0) for m in mixture) or sum(mixture) <= 0:
+            raise ValueError(f"mixture must be (p_texts, p_pairs), both >= 0; got {mixture!r}")
+        p_t, p_p = (float(m) / sum(mixture) for m in mixture)
+        parts = []
+        for share, block, name in ((p_t, w[:n_texts], "texts"), (p_p, w[n_texts:], "pairs")):
+            if share > 0 and (block.numel() == 0 or float(block.sum()) <= 0):
+                raise ValueError(f"mixture gives {name} probability {share:.2f} but there are none")
+            parts.append(block / block.sum() * share if share > 0 else torch.zeros_like(block))
+        w = torch.cat(parts)
+    return (w / w.sum()).float()
+
+
+def _save_checkpoint(path: Path, state: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    torch.save(state, tmp)
+    os.replace(tmp, path)

@@ -1,371 +1,72 @@
-"""A synthetic world of made-up entities and facts whose ground truth we control, deterministic from a seed.
-
-Entities of four types (people, cities, companies, countries) carry made-up names: cities and
-countries are one word (one token for a word-level tokenizer, so vocabulary ranks mean something),
-people and companies several words (so answering is more than one step). Every fact has a version
-history ``(subject, relation, value, valid_from, valid_to)`` over ``[start_year, end_year]``: relations
-change at their own yearly rate (``born_in`` never, ``works_for`` often), and changes may be announced
-a year ahead by noisy leading cues, some of them false, with the generator's own cue-to-change
-probability exposed (:meth:`World.cue_precision`) so a probe's ceiling is known.
-
-Renderers turn facts into training and evaluation text: declarative statements (several paraphrase
-templates per relation, some held out), QA pairs, True/False verification items, multiple-choice
-items, history statements and cues. The **format split** follows Allen-Zhu & Li ("Physics of Language
-Models 3.1"): subjects are split into *format* subjects, whose facts appear as statements, QA pairs and
-verification items, and *target* subjects, whose facts appear only as statements. A model learns the
-question and True/False formats on format facts and is then asked them about target facts it has only
-read about. ``split="train"`` selects format facts (what a model is trained to answer), ``"heldout"``
-target facts, ``"all"`` both; statements of every fact are training text, so for
-:meth:`World.statements` the split selects templates instead (``"heldout"``: held-out paraphrases).
-
-Verifiable tasks for RL with verifiable rewards (:func:`arithmetic_tasks`, :meth:`World.multihop_tasks`)
-come with an exact checker. Everything serialises to JSONL.
-"""
+"""The World: entities from fixed name pools, version histories, exposure, renderers and corpora."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
-import string
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass, fields
-from functools import cached_property
+from dataclasses import asdict
+from functools import cache, cached_property
+from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 
-__all__ = [
-    "RELATIONS",
-    "Fact",
-    "MCItem",
-    "QAItem",
-    "Relation",
-    "Statement",
-    "VerifiableTask",
-    "VerificationItem",
-    "World",
-    "arithmetic_tasks",
-    "is_correct",
-    "normalize_answer",
-    "read_jsonl",
-    "write_jsonl",
-]
+from paper_common.facts.io import read_jsonl, write_jsonl
+from paper_common.facts.items import (
+    ChangeQuestion,
+    Fact,
+    JudgeItem,
+    MCItem,
+    QAItem,
+    Statement,
+    VerifiableTask,
+    VerificationItem,
+)
+from paper_common.facts.relations import (
+    RELATIONS,
+    Relation,
+    Split,
+    _check_relation,
+    _check_split,
+)
 
-EntityType = Literal["person", "city", "company", "country"]
-Split = Literal["train", "heldout", "all"]
-
-
-@dataclass(frozen=True)
-class Relation:
-    """A relation between a subject type and a value type, with its templates and yearly change rate.
-
-    Templates use ``{s}`` (subject) and ``{v}`` (value); history templates also ``{until}``, cue
-    templates ``{year}``. ``questions`` are rendered as ``"Q: <question> A:"``.
-    """
-
-    name: str
-    subject: EntityType
-    value: EntityType
-    change_rate: float
-    statements: tuple[str, ...]
-    heldout_statements: tuple[str, ...]
-    questions: tuple[str, ...]
-    heldout_questions: tuple[str, ...]
-    history: str = ""
-    cue: str = ""
+COMPANY_SUFFIXES = ("Labs", "Systems", "Group", "Works", "Industries", "Dynamics")
+#: Years any World may use (the fixed vocabulary holds each as one token).
+YEARS = (1950, 2080)
+#: Question formats :meth:`World.format_pairs` renders (``corpus(formats=...)`` trains on them).
+FORMATS = ("qa", "tf", "tf_negated", "mc", "judge", "alias", "cue")
+Format = Literal["qa", "tf", "tf_negated", "mc", "judge", "alias", "cue"]
+Style = Literal["sentences", "biographies"]
 
 
-RELATIONS: dict[str, Relation] = {
-    r.name: r
-    for r in [
-        Relation(
-            "born_in",
-            "person",
-            "city",
-            0.0,
-            (
-                "{s} was born in {v}.",
-                "{s} is a native of {v}.",
-                "The birthplace of {s} is {v}.",
-                "{s} came into the world in {v}.",
-            ),
-            ("{v} is where {s} was born.", "The city of birth of {s} is {v}."),
-            ("Where was {s} born?",),
-            ("In which city was {s} born?",),
-        ),
-        Relation(
-            "lives_in",
-            "person",
-            "city",
-            0.06,
-            (
-                "{s} lives in {v}.",
-                "{s} resides in {v}.",
-                "The home of {s} is in {v}.",
-                "{s} has made a home in {v}.",
-            ),
-            ("{v} is where {s} lives.", "These days {s} can be found living in {v}."),
-            ("Where does {s} live?",),
-            ("In which city does {s} reside?",),
-            history="{s} lived in {v} until {until}.",
-            cue="In {year}, {s} was said to be moving away from {v}.",
-        ),
-        Relation(
-            "works_for",
-            "person",
-            "company",
-            0.12,
-            (
-                "{s} works for {v}.",
-                "{s} is employed by {v}.",
-                "The employer of {s} is {v}.",
-                "{s} has a job at {v}.",
-            ),
-            ("{v} employs {s}.", "On the payroll of {v} is {s}."),
-            ("Who does {s} work for?",),
-            ("Which company employs {s}?",),
-            history="{s} worked for {v} until {until}.",
-            cue="In {year}, {s} was said to be leaving {v}.",
-        ),
-        Relation(
-            "ceo_of",
-            "company",
-            "person",
-            0.10,
-            (
-                "The CEO of {s} is {v}.",
-                "{v} is the chief executive of {s}.",
-                "{s} is led by {v}.",
-                "{v} runs {s} as its CEO.",
-            ),
-            ("At the head of {s} stands {v}.", "{s} has {v} as its chief executive."),
-            ("Who is the CEO of {s}?",),
-            ("Who leads {s}?",),
-            history="{v} was the CEO of {s} until {until}.",
-            cue="In {year}, the term of {v} as CEO of {s} was said to be ending.",
-        ),
-        Relation(
-            "headquartered_in",
-            "company",
-            "city",
-            0.03,
-            (
-                "{s} is headquartered in {v}.",
-                "The headquarters of {s} are in {v}.",
-                "{s} has its head office in {v}.",
-                "{s} is based in {v}.",
-            ),
-            ("{v} hosts the head office of {s}.", "The main office of {s} sits in {v}."),
-            ("Where is {s} headquartered?",),
-            ("In which city is {s} based?",),
-            history="{s} was headquartered in {v} until {until}.",
-            cue="In {year}, {s} was said to be moving its headquarters out of {v}.",
-        ),
-        Relation(
-            "capital_of",
-            "country",
-            "city",
-            0.0,
-            (
-                "The capital of {s} is {v}.",
-                "{v} is the capital of {s}.",
-                "The capital city of {s} is {v}.",
-                "{s} is governed from its capital {v}.",
-            ),
-            ("The seat of government of {s} is {v}.", "{s} has {v} as its capital."),
-            ("What is the capital of {s}?",),
-            ("Which city is the capital of {s}?",),
-        ),
-        Relation(
-            "located_in",
-            "city",
-            "country",
-            0.0,
-            (
-                "{s} is located in {v}.",
-                "{s} is a city in {v}.",
-                "{s} lies in {v}.",
-                "The city of {s} is in {v}.",
-            ),
-            ("{v} contains the city of {s}.", "One finds {s} in {v}."),
-            ("In which country is {s}?",),
-            ("Which country is {s} located in?",),
-        ),
-    ]
-}
-
-_RELATIONS_OF: dict[str, tuple[str, ...]] = {
-    t: tuple(r.name for r in RELATIONS.values() if r.subject == t)
-    for t in ("person", "city", "company", "country")
-}
-
-_ONSETS = [
-    "b",
-    "c",
-    "d",
-    "f",
-    "g",
-    "h",
-    "k",
-    "l",
-    "m",
-    "n",
-    "p",
-    "r",
-    "s",
-    "t",
-    "v",
-    "z",
-    "br",
-    "dr",
-    "gr",
-    "kr",
-    "tr",
-    "st",
-    "th",
-    "sh",
-]
-_VOWELS = ["a", "e", "i", "o", "u", "ae", "ia", "io", "ou"]
-_CODAS = [""] * 4 + ["n", "r", "l", "s", "th", "x", "m"]
-_COMPANY_SUFFIXES = ("Labs", "Systems", "Group", "Works", "Industries", "Dynamics")
+@cache
+def name_pools() -> dict[str, tuple[str, ...]]:
+    """The fixed name pools every World draws from: ``country``, ``city``, ``company`` (stems),
+    ``first_name``, ``surname`` (each name one word, so one token of the fixed vocabulary)."""
+    raw = json.loads(resources.files("paper_common.facts").joinpath("names.json").read_text())
+    return {k: tuple(v) for k, v in raw.items() if k != "comment"}
 
 
-def _check_split(split: str) -> str:
-    if split not in ("train", "heldout", "all"):
-        raise ValueError(f"split must be 'train', 'heldout' or 'all'; got {split!r}")
-    return split
-
-
-def _check_relation(relation: str) -> Relation:
-    if relation not in RELATIONS:
-        raise ValueError(f"unknown relation {relation!r}; known: {', '.join(RELATIONS)}")
-    return RELATIONS[relation]
-
-
-@dataclass(frozen=True)
-class Fact:
-    """One version of a fact: ``value`` held for years ``valid_from <= t < valid_to`` (None: still)."""
-
-    subject: str
-    relation: str
-    value: str
-    valid_from: int
-    valid_to: int | None = None
-
-    @property
-    def key(self) -> tuple[str, str]:
-        return (self.subject, self.relation)
-
-    def holds_at(self, t: int) -> bool:
-        return self.valid_from <= t and (self.valid_to is None or t < self.valid_to)
-
-
-@dataclass(frozen=True)
-class Statement:
-    """A sentence stating a fact; ``kind`` is statement, history or cue; ``template`` its index."""
-
-    text: str
-    fact: Fact
-    kind: str = "statement"
-    template: int = 0
-    heldout_template: bool = False
-    leads_to_change: bool | None = None  # cues only: does a change really follow next year?
-
-
-@dataclass(frozen=True)
-class QAItem:
-    """A question as the model sees it (``"Q: ... A:"``), its short reference answer and aliases.
-
-    ``target`` is the continuation a model is trained on: ``" " + answer``.
-    """
-
-    question: str
-    answer: str
-    aliases: tuple[str, ...]
-    fact: Fact
-    template: int = 0
-    heldout_template: bool = False
-
-    @property
-    def target(self) -> str:
-        return " " + self.answer
-
-
-@dataclass(frozen=True)
-class VerificationItem:
-    """``"Claim: <statement> True or false? A:"`` with the truth ``label`` (``target`` " True"/" False")."""
-
-    prompt: str
-    label: bool
-    claimed_value: str
-    fact: Fact
-
-    @property
-    def target(self) -> str:
-        return " True" if self.label else " False"
-
-
-@dataclass(frozen=True)
-class MCItem:
-    """A multiple-choice question; ``options[answer_index]`` is right; ``target`` is the letter."""
-
-    prompt: str
-    options: tuple[str, ...]
-    answer_index: int
-    fact: Fact
-
-    @property
-    def target(self) -> str:
-        return " " + "ABCDEFGH"[self.answer_index]
-
-
-@dataclass(frozen=True)
-class VerifiableTask:
-    """A prompt with an exactly checkable answer, for RL with verifiable rewards.
-
-    ``kind`` is ``add``, ``mod`` or ``multihop``. :meth:`is_valid` says whether a completion has the
-    right form (digits for arithmetic, a known name for multi-hop), :meth:`reward` whether it is right.
-    """
-
-    prompt: str
-    answer: str
-    kind: str
-    valid_answers: tuple[str, ...] = ()
-
-    def parse(self, completion: str) -> str | None:
-        text = completion.strip().split("\n")[0].strip().rstrip(".")
-        if self.kind in ("add", "mod"):
-            digits = text.replace(" ", "")
-            return digits if digits.isdigit() else None
-        norm = normalize_answer(text)
-        valid = {normalize_answer(v) for v in self.valid_answers}
-        return norm if norm in valid else None
-
-    def is_valid(self, completion: str) -> bool:
-        return self.parse(completion) is not None
-
-    def reward(self, completion: str) -> float:
-        parsed = self.parse(completion)
-        if parsed is None:
-            return 0.0
-        if self.kind in ("add", "mod"):
-            return float(parsed == self.answer.replace(" ", ""))
-        return float(parsed == normalize_answer(self.answer))
-
-
-def normalize_answer(text: str) -> str:
-    """Lower-case, drop punctuation and articles, squeeze spaces: the usual QA normalisation."""
-    text = text.lower().translate(str.maketrans("", "", string.punctuation))
-    text = re.sub(r"\b(a|an|the)\b", " ", text)
-    return " ".join(text.split())
-
-
-def is_correct(prediction: str, item: QAItem) -> bool:
-    """Exact match of the normalised prediction with the answer or one of its aliases."""
-    pred = normalize_answer(prediction)
-    return pred in {normalize_answer(a) for a in (item.answer, *item.aliases)}
+def _excluded_words(exclude: Any) -> list[str]:
+    """The one-word names ``exclude`` blocks: a World's city, country, company-stem and surname
+    words, or the words of any iterable of names."""
+    if exclude is None:
+        return []
+    if isinstance(exclude, World):
+        names = [n for names in exclude.entities.values() for n in names]
+    elif isinstance(exclude, str):
+        raise TypeError("exclude must be a World or an iterable of names, not one string")
+    else:
+        names = [str(n) for n in exclude]
+    words = set()
+    for n in names:
+        parts = n.split(" ")
+        words.update(p for p in parts if p not in COMPANY_SUFFIXES)
+    return sorted(words)
 
 
 class World:
@@ -379,6 +80,20 @@ class World:
         cue_recall: probability that a real change is announced by a cue the year before.
         false_cue_rate: probability of a cue in a year with no change following.
         change_rates: per-relation yearly change probabilities overriding the defaults.
+        exposure: tail index ``alpha`` of the heavy-tailed law of how often each fact is documented
+            (``P(m >= k) = k^-alpha``, capped at ``max_exposure``), recorded per fact in
+            :attr:`exposure`; ``None`` (default): every fact once.
+        max_exposure: the cap of that law.
+        documentation_lag: years a change takes to be documented fully: at cutoff ``t`` a version
+            that began ``a < documentation_lag`` years before is mentioned ``(a + 1) / (lag + 1)`` as
+            often as its exposure says and the version it replaced the rest (stale present-tense
+            text); ``0`` (default): changes are documented at once.
+        exclude: a World (or names) whose one-word names this World must not use (so a model
+            pretrained on one World meets only new entities in another).
+
+    Names come from fixed pools (:func:`name_pools`), so every World shares one vocabulary:
+    cities, countries and company stems are one word; a person is a first name and a surname, the
+    surname unique within the World (it is the person's alias).
 
     >>> w = World(seed=0, n_people=10)
     >>> item = w.qa_pairs("train")[0]
@@ -399,6 +114,10 @@ class World:
         cue_recall: float = 0.6,
         false_cue_rate: float = 0.03,
         change_rates: dict[str, float] | None = None,
+        exposure: float | None = None,
+        max_exposure: int = 32,
+        documentation_lag: int = 0,
+        exclude: World | Iterable[str] | None = None,
     ) -> None:
         for name, n, low in [
             ("n_people", n_people, 2),
@@ -412,6 +131,17 @@ class World:
             raise ValueError(f"n_cities ({n_cities}) must be >= n_countries ({n_countries})")
         if end_year < start_year:
             raise ValueError(f"end_year ({end_year}) must be >= start_year ({start_year})")
+        if start_year < YEARS[0] or end_year + 1 > YEARS[1]:
+            raise ValueError(
+                f"years must lie in [{YEARS[0]}, {YEARS[1] - 1}] (the fixed vocabulary's years); "
+                f"got {start_year}-{end_year}"
+            )
+        if exposure is not None and not (isinstance(exposure, int | float) and exposure > 0):
+            raise ValueError(f"exposure must be None or a tail index > 0; got {exposure!r}")
+        if not isinstance(max_exposure, int) or max_exposure < 1:
+            raise ValueError(f"max_exposure must be an int >= 1; got {max_exposure!r}")
+        if not isinstance(documentation_lag, int) or documentation_lag < 0:
+            raise ValueError(f"documentation_lag must be an int >= 0; got {documentation_lag!r}")
         if not 0.0 <= target_fraction <= 1.0:
             raise ValueError(f"target_fraction must be in [0, 1]; got {target_fraction}")
         for name, p in [("cue_recall", cue_recall), ("false_cue_rate", false_cue_rate)]:
@@ -435,18 +165,26 @@ class World:
             "cue_recall": cue_recall,
             "false_cue_rate": false_cue_rate,
             "change_rates": rates,
+            "exposure": None if exposure is None else float(exposure),
+            "max_exposure": max_exposure,
+            "documentation_lag": documentation_lag,
+            "exclude": _excluded_words(exclude),
         }
         self.seed = seed
         self.start_year, self.end_year = start_year, end_year
         self.change_rates = rates
         self.cue_recall, self.false_cue_rate = cue_recall, false_cue_rate
+        self.documentation_lag = documentation_lag
         rng = np.random.default_rng(seed)
-        self._make_entities(rng, n_people, n_cities, n_companies, n_countries)
+        self._make_entities(
+            rng, n_people, n_cities, n_companies, n_countries, set(self.config["exclude"])
+        )
         self._make_histories(rng)
         self._make_cues(rng)
         subjects = [s for t in ("person", "company", "country", "city") for s in self.entities[t]]
         chosen = rng.random(len(subjects)) < target_fraction
         self.target_subjects = frozenset(s for s, c in zip(subjects, chosen, strict=True) if c)
+        self.exposure = self._make_exposure(exposure, max_exposure)
 
     # ----------------------------------------------------------------- generation
     def _make_entities(
@@ -456,27 +194,31 @@ class World:
         n_cities: int,
         n_companies: int,
         n_countries: int,
+        exclude: set[str],
     ) -> None:
-        used: set[str] = set()
+        pools = name_pools()
 
-        def word(min_syl: int = 2, max_syl: int = 3) -> str:
-            while True:
-                n = int(rng.integers(min_syl, max_syl + 1))
-                parts = [str(rng.choice(_ONSETS)) + str(rng.choice(_VOWELS)) for _ in range(n)] + [
-                    str(rng.choice(_CODAS))
-                ]
-                w = "".join(parts).capitalize()
-                if w not in used and len(w) >= 4:
-                    used.add(w)
-                    return w
+        def draw(kind: str, n: int) -> list[str]:
+            free = [w for w in pools[kind] if w not in exclude]
+            if n > len(free):
+                raise ValueError(
+                    f"asked for {n} {kind} names but the fixed pool has {len(free)} left "
+                    f"({len(pools[kind])} in all, {len(pools[kind]) - len(free)} excluded)"
+                )
+            return [free[int(i)] for i in rng.choice(len(free), size=n, replace=False)]
 
+        first = pools["first_name"]
+        suffixes = rng.integers(len(COMPANY_SUFFIXES), size=n_companies)
         self.entities: dict[str, list[str]] = {
-            "country": [word() for _ in range(n_countries)],
-            "city": [word() for _ in range(n_cities)],
-            "person": [f"{word(2, 2)} {word()}" for _ in range(n_people)],
+            "country": draw("country", n_countries),
+            "city": draw("city", n_cities),
+            "person": [
+                f"{first[int(rng.integers(len(first)))]} {last}"
+                for last in draw("surname", n_people)
+            ],
             "company": [
-                f"{word()} {_COMPANY_SUFFIXES[int(rng.integers(len(_COMPANY_SUFFIXES)))]}"
-                for _ in range(n_companies)
+                f"{stem} {COMPANY_SUFFIXES[int(k)]}"
+                for stem, k in zip(draw("company", n_companies), suffixes, strict=True)
             ],
         }
         self.entity_type = {e: t for t, names in self.entities.items() for e in names}
@@ -534,6 +276,40 @@ class World:
                     current = self._version_at(subject, relation, year)
                     text = rel.cue.format(s=subject, v=current.value, year=year)
                     self.cues.append(Statement(text, current, "cue", 0, False, real))
+
+    def _make_exposure(self, alpha: float | None, cap: int) -> dict[tuple[str, str], int]:
+        """Documents per fact from a discrete power law, on its own random stream (so the facts
+        themselves do not depend on it)."""
+        keys = list(self.history)
+        if alpha is None:
+            return dict.fromkeys(keys, 1)
+        u = 1.0 - np.random.default_rng([self.seed, 7]).random(len(keys))  # in (0, 1]
+        m = np.minimum(cap, np.floor(u ** (-1.0 / alpha))).astype(int)
+        return {k: int(v) for k, v in zip(keys, m, strict=True)}
+
+    def documentation(self, t: int | None = None) -> dict[Fact, int]:
+        """How many documents mention each fact version at cutoff ``t`` (default: last year).
+
+        Every current version gets its :attr:`exposure`; with a ``documentation_lag`` a version
+        that began ``a`` years before ``t`` (``a < lag``) gets ``max(1, round(m (a + 1) / (lag + 1)))``
+        and the version it replaced keeps the rest, ``round(m (lag - a) / (lag + 1))``, as if still
+        true (stale text). Ordered as :attr:`history`, a stale version right after its successor.
+        """
+        t = self._check_time(t)
+        lag = self.documentation_lag
+        out: dict[Fact, int] = {}
+        for key, versions in self.history.items():
+            m = self.exposure[key]
+            i = next(j for j, f in enumerate(versions) if f.holds_at(t))
+            age = t - versions[i].valid_from
+            if lag == 0 or age >= lag or i == 0:
+                out[versions[i]] = m
+                continue
+            out[versions[i]] = max(1, round(m * (age + 1) / (lag + 1)))
+            stale = round(m * (lag - age) / (lag + 1))
+            if stale > 0:
+                out[versions[i - 1]] = stale
+        return out
 
     # ----------------------------------------------------------------- queries
     @cached_property
@@ -699,21 +475,31 @@ class World:
         t: int | None = None,
         facts: Iterable[Fact] | None = None,
         seed: int = 0,
+        negated: bool = False,
     ) -> list[VerificationItem]:
-        """For each fact, one true claim and one false claim (a wrong value of the same type)."""
+        """For each fact, one true claim and one false claim (a wrong value of the same type).
+
+        ``negated=True``: the negative polarity ("X does not work for Y."): the claim with the
+        right value is false and the one with a wrong value true."""
         rows = self.facts(split, t) if facts is None else list(facts)
-        rng = np.random.default_rng([self.seed, seed, 1])
+        rng = np.random.default_rng([self.seed, seed, 6 if negated else 1])
         out = []
         for f in rows:
             rel = _check_relation(f.relation)
-            pool = [v for v in self._pool(rel, f.subject) if v != f.value]
-            if not pool:
-                pool = [v for v in self.entities[rel.value] if v != f.value and v != f.subject]
-            wrong = str(rng.choice(pool))
+            wrong = self._wrong_value(rel, f, rng)
             for value, label in ((f.value, True), (wrong, False)):
-                claim = rel.statements[0].format(s=f.subject, v=value)
-                out.append(VerificationItem(f"Claim: {claim} True or false? A:", label, value, f))
+                template = rel.negation if negated else rel.statements[0]
+                claim = template.format(s=f.subject, v=value)
+                prompt = f"Claim: {claim} True or false? A:"
+                out.append(VerificationItem(prompt, label != negated, value, f))
         return out
+
+    def _wrong_value(self, rel: Relation, f: Fact, rng: np.random.Generator) -> str:
+        """A value of the right type that is not ``f``'s (from the relation's own pool if it can)."""
+        pool = [v for v in self._pool(rel, f.subject) if v != f.value]
+        if not pool:
+            pool = [v for v in self.entities[rel.value] if v != f.value and v != f.subject]
+        return str(rng.choice(pool))
 
     def multiple_choice(
         self,
@@ -777,20 +563,179 @@ class World:
         t: int | None = None,
         history: bool = True,
         cues: bool = True,
+        style: Style = "sentences",
+        augmentation: int = 1,
+        formats: Sequence[Format] = ("qa", "tf"),
+        seed: int = 0,
     ) -> tuple[list[str], list[tuple[str, str]]]:
         """Training data for a fact LM at year ``t``: ``(texts, (prompt, answer) pairs)``.
 
-        Texts: training-template statements of every fact true at ``t`` (both groups), plus history
-        statements and cues up to ``t``. Pairs: QA and verification items of the *format* facts only.
+        Texts document every fact as :meth:`documentation` says (both subject groups), plus history
+        statements and cues up to ``t``. ``style="sentences"``: each mention is the fact's
+        training-template statements, one text each; ``"biographies"`` (knowledge augmentation,
+        Allen-Zhu & Li): a subject's mentions are grouped into documents, document ``b`` holding
+        every fact of the subject mentioned more than ``b`` times, in a random order with a random
+        training template per sentence, the full name in each. ``augmentation`` multiplies every
+        mention count (each copy a fresh order and templates). Pairs: :meth:`format_pairs` of the
+        *format* facts in ``formats``. With the defaults and a World of default exposure and lag
+        this is the corpus of one statement per template per fact.
         """
-        texts = [s.text for s in self.statements("train", t)]
+        if style not in ("sentences", "biographies"):
+            raise ValueError(f"style must be 'sentences' or 'biographies'; got {style!r}")
+        if not isinstance(augmentation, int) or augmentation < 1:
+            raise ValueError(f"augmentation must be an int >= 1; got {augmentation!r}")
+        t = self._check_time(t)
+        docs = self.documentation(t)
+        texts: list[str] = []
+        if style == "sentences":
+            for f, count in docs.items():
+                sentences = [s.text for s in self.statements("train", facts=[f])]
+                texts += sentences * (count * augmentation)
+        else:
+            texts += self._biographies(docs, t, augmentation, seed)
         if history:
             texts += [s.text for s in self.history_statements(t)]
         if cues:
             texts += [s.text for s in self.cue_statements(t)]
-        pairs = [(q.question, q.target) for q in self.qa_pairs("train", t)]
-        pairs += [(v.prompt, v.target) for v in self.verification_items("train", t)]
-        return texts, pairs
+        return texts, self.format_pairs(formats, "train", t, seed=seed)
+
+    def _biographies(
+        self, docs: dict[Fact, int], t: int, augmentation: int, seed: int
+    ) -> list[str]:
+        rng = np.random.default_rng([self.seed, seed, 11])
+        by_subject: dict[str, list[tuple[Fact, int]]] = {}
+        stale: list[tuple[Fact, int]] = []
+        for f, count in docs.items():
+            (by_subject.setdefault(f.subject, []) if f.holds_at(t) else stale).append(
+                (f, count * augmentation)
+            )
+        texts = []
+        for rows in by_subject.values():
+            for b in range(max(c for _, c in rows)):
+                chosen = [f for f, c in rows if c > b]
+                order = rng.permutation(len(chosen))
+                sentences = []
+                for i in order:
+                    rel = RELATIONS[chosen[i].relation]
+                    tpl = rel.statements[int(rng.integers(len(rel.statements)))]
+                    sentences.append(tpl.format(s=chosen[i].subject, v=chosen[i].value))
+                texts.append(" ".join(sentences))
+        for f, count in stale:  # stale text stands alone, never beside the new value
+            rel = RELATIONS[f.relation]
+            for _ in range(count):
+                tpl = rel.statements[int(rng.integers(len(rel.statements)))]
+                texts.append(tpl.format(s=f.subject, v=f.value))
+        return texts
+
+    # ----------------------------------------------------------------- formats
+    def format_pairs(
+        self,
+        formats: Sequence[Format] = ("qa", "tf"),
+        split: Split = "train",
+        t: int | None = None,
+        seed: int = 0,
+    ) -> list[tuple[str, str]]:
+        """``(prompt, target)`` pairs of ``split``'s facts in each of ``formats`` (see :data:`FORMATS`):
+        QA, True/False (``tf``; ``tf_negated`` the negative polarity), multiple choice, Yes/No
+        judging of a proposed answer, aliases, and change questions (``cue``)."""
+        if isinstance(formats, str):
+            raise TypeError("formats must be a sequence of format names, not one string")
+        unknown = [f for f in formats if f not in FORMATS]
+        if unknown:
+            raise ValueError(f"unknown formats {unknown}; known: {', '.join(FORMATS)}")
+        render = {
+            "qa": lambda: [(q.question, q.target) for q in self.qa_pairs(split, t)],
+            "tf": lambda: [
+                (v.prompt, v.target) for v in self.verification_items(split, t, seed=seed)
+            ],
+            "tf_negated": lambda: [
+                (v.prompt, v.target)
+                for v in self.verification_items(split, t, seed=seed, negated=True)
+            ],
+            "mc": lambda: [(m.prompt, m.target) for m in self.multiple_choice(split, t, seed=seed)],
+            "judge": lambda: [(j.prompt, j.target) for j in self.judge_items(split, t, seed=seed)],
+            "alias": lambda: self.alias_pairs(split),
+            "cue": lambda: [
+                (c.prompt, c.target) for c in self.change_questions(split, t, seed=seed)
+            ],
+        }
+        return [pair for name in formats for pair in render[name]()]
+
+    def judge_items(
+        self,
+        split: Split = "train",
+        t: int | None = None,
+        facts: Iterable[Fact] | None = None,
+        seed: int = 0,
+    ) -> list[JudgeItem]:
+        """For each fact, its question with the right answer proposed (Yes) and a wrong one (No)."""
+        rows = self.facts(split, t) if facts is None else list(facts)
+        rng = np.random.default_rng([self.seed, seed, 4])
+        out = []
+        for f in rows:
+            rel = _check_relation(f.relation)
+            question = rel.questions[0].format(s=f.subject)
+            for value, label in ((f.value, True), (self._wrong_value(rel, f, rng), False)):
+                prompt = (
+                    f"Q: {question} Proposed answer: {value}. Is the proposed answer correct? A:"
+                )
+                out.append(JudgeItem(prompt, label, value, f))
+        return out
+
+    def alias_pairs(self, split: Split = "train") -> list[tuple[str, str]]:
+        """``("Q: What is the short name of <name>? A:", " <alias>")`` for people and companies of
+        ``split`` (the alias :func:`is_correct` accepts as an answer)."""
+        _check_split(split)
+        out = []
+        for kind in ("person", "company"):
+            for name in self.entities[kind]:
+                target = name in self.target_subjects
+                if (split == "train" and target) or (split == "heldout" and not target):
+                    continue
+                (alias,) = self.aliases(name)
+                out.append((f"Q: What is the short name of {name}? A:", " " + alias))
+        return out
+
+    def change_questions(
+        self,
+        split: Split = "train",
+        t: int | None = None,
+        seed: int = 0,
+        uncued_per_cue: int = 1,
+    ) -> list[ChangeQuestion]:
+        """Will the fact change next year? For every year ``y < t`` with a cue about a
+        ``split`` subject, the question at ``y`` (label: did a change start in ``y + 1``), plus
+        ``uncued_per_cue`` years without a cue drawn at random for the same fact (balanced
+        formats, not only No). A model trained on them on format subjects, and on cue statements of
+        every subject, can learn to read cues; target subjects' questions test it."""
+        _check_split(split)
+        t = self._check_time(t)
+        rng = np.random.default_rng([self.seed, seed, 5])
+        cued: dict[tuple[str, str], set[int]] = {}
+        for c in self.cue_statements(t):
+            year = int(re.search(r"In (\d+),", c.text).group(1))
+            if year < t:
+                cued.setdefault(c.fact.key, set()).add(year)
+        out = []
+        for key, versions in self.history.items():
+            rel = RELATIONS[key[1]]
+            target = key[0] in self.target_subjects
+            if not rel.change_question or (split == "train" and target):
+                continue
+            if split == "heldout" and not target:
+                continue
+            starts = {f.valid_from for f in versions[1:]}
+            years = sorted(cued.get(key, ()))
+            free = [y for y in range(self.start_year, t) if y not in cued.get(key, ())]
+            k = min(len(free), uncued_per_cue * max(1, len(years)))
+            years += sorted(int(free[i]) for i in rng.choice(len(free), size=k, replace=False))
+            for y in years:
+                f = self._version_at(key[0], key[1], y)
+                q = rel.change_question.format(s=f.subject, v=f.value, next=y + 1)
+                out.append(
+                    ChangeQuestion(f"Q: {q} A:", (y + 1) in starts, f, y, y in cued.get(key, ()))
+                )
+        return out
 
     def vocabulary_texts(self) -> list[str]:
         """Every text any renderer can produce for this world (to build a tokenizer that covers them)."""
@@ -800,6 +745,10 @@ class World:
             texts += [q.question + q.target for q in self.qa_pairs("all", year, templates="all")]
             texts += [v.prompt + v.target for v in self.verification_items("all", year)]
             texts += [m.prompt + m.target for m in self.multiple_choice("all", year)]
+            texts += [
+                p + a for p, a in self.format_pairs(("tf_negated", "judge", "cue"), "all", year)
+            ]
+        texts += [p + a for p, a in self.alias_pairs("all")]
         texts += [s.text for s in self.history_statements()]
         texts += [c.text for c in self.cues]
         texts += [task.prompt + " " + task.answer for task in self.multihop_tasks()]
@@ -810,8 +759,6 @@ class World:
 
     def fingerprint(self) -> str:
         """A stable hash of the config and every fact version (the cache key of models trained on it)."""
-        import hashlib
-
         h = hashlib.sha256(json.dumps(self.config, sort_keys=True).encode())
         for versions in self.history.values():
             for f in versions:
@@ -848,84 +795,16 @@ def astuple_fact(f: Fact) -> tuple:
     return (f.subject, f.relation, f.value, f.valid_from, f.valid_to)
 
 
-def arithmetic_tasks(
-    n: int,
-    kind: Literal["add", "mod"] = "add",
-    digits: int = 2,
-    modulus: int = 7,
-    seed: int = 0,
-) -> list[VerifiableTask]:
-    """Arithmetic prompts with exact answers, digits spaced so a word-level tokenizer sees each one.
+def fixed_vocabulary_texts() -> list[str]:
+    """Texts holding every word any World can render (templates, formats, every pooled name,
+    every year of :data:`YEARS`, digits): a tokenizer built on them covers all Worlds."""
+    from paper_common.facts.tasks import arithmetic_tasks
 
-    ``add``: ``"Q: 4 7 + 3 8 = A:"`` answer ``"8 5"``; ``mod``: ``"Q: 4 7 + 3 8 mod 7 = A:"``.
-    """
-    if n < 1:
-        raise ValueError(f"n must be >= 1; got {n}")
-    if not 1 <= digits <= 9:
-        raise ValueError(f"digits must be in [1, 9]; got {digits}")
-    if kind not in ("add", "mod"):
-        raise ValueError(f"kind must be 'add' or 'mod'; got {kind!r}")
-    if kind == "mod" and modulus < 2:
-        raise ValueError(f"modulus must be >= 2; got {modulus}")
-    rng = np.random.default_rng(seed)
-    lo, hi = 10 ** (digits - 1) if digits > 1 else 0, 10**digits
-    a, b = rng.integers(lo, hi, size=n), rng.integers(lo, hi, size=n)
-
-    def spaced(x: int) -> str:
-        return " ".join(str(int(x)))
-
-    tasks = []
-    for x, y in zip(a, b, strict=True):
-        if kind == "add":
-            tasks.append(VerifiableTask(f"Q: {spaced(x)} + {spaced(y)} = A:", spaced(x + y), "add"))
-        else:
-            prompt = f"Q: {spaced(x)} + {spaced(y)} mod {modulus} = A:"
-            tasks.append(VerifiableTask(prompt, spaced((x + y) % modulus), "mod"))
-    return tasks
-
-
-# --------------------------------------------------------------------- JSONL
-def _to_row(item: Any) -> dict[str, Any]:
-    if isinstance(item, dict):
-        return item
-    row = {f.name: getattr(item, f.name) for f in fields(item)}
-    row = {k: (asdict(v) if isinstance(v, Fact) else v) for k, v in row.items()}
-    row["type"] = type(item).__name__
-    return row
-
-
-def write_jsonl(items: Iterable[Any], path: str | os.PathLike[str]) -> Path:
-    """Write dataclass items (QAItem, Fact, ...) or dicts, one JSON object per line, atomically."""
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.tmp")
-    with tmp.open("w") as f:
-        for item in items:
-            f.write(json.dumps(_to_row(item)) + "\n")
-    os.replace(tmp, out)
-    return out
-
-
-_TYPES = {
-    c.__name__: c for c in (Fact, Statement, QAItem, VerificationItem, MCItem, VerifiableTask)
-}
-
-
-def _from_row(row: dict[str, Any]) -> Any:
-    kind = row.get("type")
-    if kind not in _TYPES:
-        return row
-    cls = _TYPES[kind]
-    data = {k: v for k, v in row.items() if k != "type"}
-    if "fact" in data:
-        data["fact"] = Fact(**data["fact"])
-    for name in ("aliases", "options", "valid_answers"):
-        if name in data:
-            data[name] = tuple(data[name])
-    return cls(**data)
-
-
-def read_jsonl(path: str | os.PathLike[str]) -> list[Any]:
-    """Read :func:`write_jsonl` output back: typed items become their dataclasses, the rest dicts."""
-    with Path(path).open() as f:
-        return [_from_row(json.loads(line)) for line in f if line.strip()]
+    pools = name_pools()
+    world = World(seed=0, n_people=12, n_cities=8, n_companies=6, n_countries=4)
+    texts = world.vocabulary_texts()
+    texts += [" ".join(names) for names in pools.values()]
+    texts += [" ".join(COMPANY_SUFFIXES), " ".join(str(y) for y in range(*YEARS))]
+    texts += ["0 1 2 3 4 5 6 7 8 9"]
+    texts += [t.prompt + " " + t.answer for t in arithmetic_tasks(4, "mod")]
+    return texts
