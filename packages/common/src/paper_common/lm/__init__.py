@@ -75,6 +75,14 @@ from paper_common.lm.models import (
     save_lm,
     tiny_causal_lm,
 )
+from paper_common.lm.pretrained import (
+    SMOLLM2_DIST,
+    SMOLLM2_GGUF,
+    load_pretrained,
+    pretrained_cache_key,
+    pretrained_info,
+    smollm2_gguf_path,
+)
 from paper_common.lm.scoring import (
     AnswerRanks,
     SampleOutput,
@@ -91,6 +99,8 @@ from paper_common.lm.vocab import SPECIAL_TOKENS, build_tokenizer, fixed_tokeniz
 __all__ = [
     "CACHE_ENV",
     "FACT_LM_SIZES",
+    "SMOLLM2_DIST",
+    "SMOLLM2_GGUF",
     "SPECIAL_TOKENS",
     "AnswerRanks",
     "MLPRecord",
@@ -110,6 +120,7 @@ __all__ = [
     "float64_exact",
     "greedy_answer",
     "load_lm",
+    "load_pretrained",
     "load_tokenizer",
     "logit_lens",
     "mlp_down_proj",
@@ -117,6 +128,8 @@ __all__ = [
     "next_token_logprobs",
     "num_layers",
     "pad_id",
+    "pretrained_cache_key",
+    "pretrained_info",
     "quiet_hf_progress",
     "register_float64_attention",
     "residual_stream",
@@ -125,6 +138,7 @@ __all__ = [
     "sample",
     "save_lm",
     "sequence_logprob",
+    "smollm2_gguf_path",
     "tiny_causal_lm",
     "token_rank",
     "train_causal_lm",
