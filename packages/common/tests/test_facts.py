@@ -345,3 +345,25 @@ def test_default_corpus_is_one_statement_per_template_per_fact():
     assert pairs == qa + tf
     with pytest.raises(ValueError, match="unknown formats"):
         w.corpus(formats=("qa", "essay"))
+
+
+@pytest.mark.parametrize("lag", [1, 2, 3])
+def test_documentation_of_a_fact_adds_up_to_its_exposure(lag):
+    w = World(seed=0, n_people=200, exposure=0.8, max_exposure=16, documentation_lag=lag)
+    for t in (w.start_year + 1, w.end_year - 1, w.end_year):
+        total = Counter()
+        for f, n in w.documentation(t).items():
+            total[f.key] += n
+        assert total == Counter(w.exposure)
+
+
+def test_past_tense_history_waits_for_the_lag():
+    w = World(seed=1, n_people=120, documentation_lag=3)
+    t = w.end_year
+    texts, _ = w.corpus(t, cues=False)
+    recent = [s for s in w.history_statements(t) if s.fact.valid_to > t - 3]
+    settled = [s for s in w.history_statements(t) if s.fact.valid_to <= t - 3]
+    assert recent
+    assert settled
+    assert not {s.text for s in recent} & set(texts)
+    assert {s.text for s in settled} <= set(texts)

@@ -464,3 +464,12 @@ def test_weighted_training_sees_only_the_weighted_examples():
         runs.append(res.losses)
     assert runs[0] == runs[1]  # a zero-weight example is never drawn
     assert runs[0] != runs[2]
+
+
+def test_fixed_tokenizer_covers_eight_options_and_every_allowed_year():
+    tok = lm.fixed_tokenizer()
+    w = World(seed=3, n_people=40, n_cities=24, start_year=2060, end_year=2079)
+    items = w.multiple_choice("all", n_options=8)
+    assert max(len(m.options) for m in items) == 8
+    texts = [m.prompt + m.target for m in items] + w.vocabulary_texts()
+    assert not any(tok.unk_token_id in ids for ids in tok(texts)["input_ids"])

@@ -18,7 +18,8 @@ def arithmetic_tasks(
 ) -> list[VerifiableTask]:
     """Arithmetic prompts with exact answers, digits spaced so a word-level tokenizer sees each one.
 
-    ``add``: ``"Q: 4 7 + 3 8 = A:"`` answer ``"8 5"``; ``mod``: ``"Q: 4 7 + 3 8 mod 7 = A:"``.
+    ``add``: ``"Q: 4 7 + 3 8 = A:"`` answer ``"8 5"``; ``mod``: ``"Q: 4 7 + 3 8 mod 7 = A:"``
+    (a modulus of several digits spaced too, ``mod 1 3``, so the fixed vocabulary covers it).
     """
     if n < 1:
         raise ValueError(f"n must be >= 1; got {n}")
@@ -40,6 +41,6 @@ def arithmetic_tasks(
         if kind == "add":
             tasks.append(VerifiableTask(f"Q: {spaced(x)} + {spaced(y)} = A:", spaced(x + y), "add"))
         else:
-            prompt = f"Q: {spaced(x)} + {spaced(y)} mod {modulus} = A:"
+            prompt = f"Q: {spaced(x)} + {spaced(y)} mod {spaced(modulus)} = A:"
             tasks.append(VerifiableTask(prompt, spaced((x + y) % modulus), "mod"))
     return tasks

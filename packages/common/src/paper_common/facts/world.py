@@ -53,15 +53,21 @@ def name_pools() -> dict[str, tuple[str, ...]]:
 
 def _excluded_words(exclude: Any) -> list[str]:
     """The one-word names ``exclude`` blocks: a World's city, country, company-stem and surname
-    words, or the words of any iterable of names."""
+    words, or the words of any iterable of names and Worlds (``[base, other]``)."""
     if exclude is None:
         return []
-    if isinstance(exclude, World):
-        names = [n for names in exclude.entities.values() for n in names]
-    elif isinstance(exclude, str):
+    if isinstance(exclude, str):
         raise TypeError("exclude must be a World or an iterable of names, not one string")
-    else:
-        names = [str(n) for n in exclude]
+    names: list[str] = []
+    for item in [exclude] if isinstance(exclude, World) else exclude:
+        if isinstance(item, World):
+            names += [n for kind in item.entities.values() for n in kind]
+        elif isinstance(item, str):
+            names.append(item)
+        else:
+            raise TypeError(
+                f"exclude must hold Worlds or names (strings); got {type(item).__name__} {item!r}"
+            )
     words = set()
     for n in names:
         parts = n.split(" ")
@@ -88,8 +94,9 @@ class World:
             that began ``a < documentation_lag`` years before is mentioned ``(a + 1) / (lag + 1)`` as
             often as its exposure says and the version it replaced the rest (stale present-tense
             text); ``0`` (default): changes are documented at once.
-        exclude: a World (or names) whose one-word names this World must not use (so a model
-            pretrained on one World meets only new entities in another).
+        exclude: a World, names, or an iterable of Worlds and names whose one-word names this
+            World must not use (so a model pretrained on one World meets only new entities in
+            another; pass every World of a chain, ``exclude=[base, first]``).
 
     Names come from fixed pools (:func:`name_pools`), so every World shares one vocabulary:
     cities, countries and company stems are one word; a person is a first name and a surname, the
@@ -117,7 +124,7 @@ class World:
         exposure: float | None = None,
         max_exposure: int = 32,
         documentation_lag: int = 0,
-        exclude: World | Iterable[str] | None = None,
+        exclude: World | Iterable[World | str] | None = None,
     ) -> None:
         for name, n, low in [
             ("n_people", n_people, 2),
@@ -136,9 +143,11 @@ class World:
                 f"years must lie in [{YEARS[0]}, {YEARS[1] - 1}] (the fixed vocabulary's years); "
                 f"got {start_year}-{end_year}"
             )
-        if exposure is not None and not (isinstance(exposure, int | float) and exposure > 0):
+        if exposure is not None and (
+            isinstance(exposure, bool) or not (isinstance(exposure, int | float) and exposure > 0)
+        ):
             raise ValueError(f"exposure must be None or a tail index > 0; got {exposure!r}")
-        if not isinstance(max_exposure, int) or max_exposure < 1:
+        if isinstance(max_exposure, bool) or not isinstance(max_exposure, int) or max_exposure < 1:
             raise ValueError(f"max_exposure must be an int >= 1; got {max_exposure!r}")
         if not isinstance(documentation_lag, int) or documentation_lag < 0:
             raise ValueError(f"documentation_lag must be an int >= 0; got {documentation_lag!r}")
@@ -152,6 +161,11 @@ class World:
             _check_relation(rel)
             if not 0.0 <= rate <= 1.0:
                 raise ValueError(f"change_rates[{rel!r}] must be in [0, 1]; got {rate}")
+            if rel == "located_in" and rate != 0.0:
+                raise ValueError(
+                    "change_rates['located_in'] must be 0: a city's country is fixed (capitals "
+                    f"are drawn among a country's cities); got {rate}"
+                )
             rates[rel] = float(rate)
         self.config: dict[str, Any] = {
             "seed": seed,
@@ -246,6 +260,8 @@ class World:
                     pool = self._pool(rel, subject)
                     change = rng.random(years - 1) < self.change_rates[rel.name]
                     change_years = [self.start_year + 1 + int(i) for i in np.flatnonzero(change)]
+                    if len(pool) < 2:  # one possible value (a country with one city): no change
+                        change_years = []
                     values = [str(rng.choice(pool))]
                     for _ in change_years:
                         others = [v for v in pool if v != values[-1]]
@@ -284,16 +300,17 @@ class World:
         if alpha is None:
             return dict.fromkeys(keys, 1)
         u = 1.0 - np.random.default_rng([self.seed, 7]).random(len(keys))  # in (0, 1]
-        m = np.minimum(cap, np.floor(u ** (-1.0 / alpha))).astype(int)
+        with np.errstate(over="ignore"):  # a tiny alpha overflows to inf: the cap
+            m = np.minimum(cap, np.floor(u ** (-1.0 / alpha))).astype(int)
         return {k: int(v) for k, v in zip(keys, m, strict=True)}
 
     def documentation(self, t: int | None = None) -> dict[Fact, int]:
         """How many documents mention each fact version at cutoff ``t`` (default: last year).
 
         Every current version gets its :attr:`exposure`; with a ``documentation_lag`` a version
-        that began ``a`` years before ``t`` (``a < lag``) gets ``max(1, round(m (a + 1) / (lag + 1)))``
-        and the version it replaced keeps the rest, ``round(m (lag - a) / (lag + 1))``, as if still
-        true (stale text). Ordered as :attr:`history`, a stale version right after its successor.
+        that began ``a`` years before ``t`` (``a < lag``) gets ``n = max(1, round(m (a + 1) / (lag + 1)))``
+        and the version it replaced keeps the rest, ``m - n``, as if still true (stale text), so
+        the two add up to the fact's exposure. Ordered as :attr:`history`, a stale version right after its successor.
         """
         t = self._check_time(t)
         lag = self.documentation_lag
@@ -306,7 +323,7 @@ class World:
                 out[versions[i]] = m
                 continue
             out[versions[i]] = max(1, round(m * (age + 1) / (lag + 1)))
-            stale = round(m * (lag - age) / (lag + 1))
+            stale = m - out[versions[i]]
             if stale > 0:
                 out[versions[i - 1]] = stale
         return out
@@ -594,7 +611,9 @@ class World:
         else:
             texts += self._biographies(docs, t, augmentation, seed)
         if history:
-            texts += [s.text for s in self.history_statements(t)]
+            # a change is written up in the past tense once it is fully documented
+            lag = self.documentation_lag
+            texts += [s.text for s in self.history_statements(t) if s.fact.valid_to + lag <= t]
         if cues:
             texts += [s.text for s in self.cue_statements(t)]
         return texts, self.format_pairs(formats, "train", t, seed=seed)
@@ -710,6 +729,8 @@ class World:
         every subject, can learn to read cues; target subjects' questions test it."""
         _check_split(split)
         t = self._check_time(t)
+        if not isinstance(uncued_per_cue, int) or uncued_per_cue < 0:
+            raise ValueError(f"uncued_per_cue must be an int >= 0; got {uncued_per_cue!r}")
         rng = np.random.default_rng([self.seed, seed, 5])
         cued: dict[tuple[str, str], set[int]] = {}
         for c in self.cue_statements(t):
@@ -748,6 +769,7 @@ class World:
             texts += [
                 p + a for p, a in self.format_pairs(("tf_negated", "judge", "cue"), "all", year)
             ]
+        texts += [" ".join(f"{letter})" for letter in "ABCDEFGH")]  # up to 8 options
         texts += [p + a for p, a in self.alias_pairs("all")]
         texts += [s.text for s in self.history_statements()]
         texts += [c.text for c in self.cues]
@@ -804,7 +826,8 @@ def fixed_vocabulary_texts() -> list[str]:
     world = World(seed=0, n_people=12, n_cities=8, n_companies=6, n_countries=4)
     texts = world.vocabulary_texts()
     texts += [" ".join(names) for names in pools.values()]
-    texts += [" ".join(COMPANY_SUFFIXES), " ".join(str(y) for y in range(*YEARS))]
+    texts += [" ".join(COMPANY_SUFFIXES), " ".join(str(y) for y in range(YEARS[0], YEARS[1] + 1))]
+    texts += [" ".join(f"{letter})" for letter in "ABCDEFGH")]  # multiple choice, up to 8 options
     texts += ["0 1 2 3 4 5 6 7 8 9"]
     texts += [t.prompt + " " + t.answer for t in arithmetic_tasks(4, "mod")]
     return texts

@@ -48,12 +48,15 @@ class TraceResult:
 
 
 def subject_token_span(tok: PreTrainedTokenizerBase, prompt: str, subject: str) -> tuple[int, int]:
-    """``[start, end)`` token indices (with the tokenizer's special tokens) covering ``subject``'s
-    first occurrence in ``prompt``; ``ValueError`` if it is not there."""
+    """``[start, end)`` token indices (with the tokenizer's special tokens, none added to a prompt
+    that starts with the BOS text, as the trace encodes it) covering ``subject``'s first occurrence
+    in ``prompt``; ``ValueError`` if it is not there."""
     at = prompt.find(subject)
     if at < 0:
         raise ValueError(f"subject {subject!r} not in prompt {prompt!r}")
-    enc = tok(prompt, return_offsets_mapping=True)
+    bos = getattr(tok, "bos_token", None)
+    rendered = bool(bos) and prompt.startswith(bos)  # as _encode: no second BOS
+    enc = tok(prompt, return_offsets_mapping=True, add_special_tokens=not rendered)
     ids = [
         i
         for i, (a, b) in enumerate(enc["offset_mapping"])
@@ -67,9 +70,11 @@ def subject_token_span(tok: PreTrainedTokenizerBase, prompt: str, subject: str) 
 def embedding_noise_scale(
     model: PreTrainedModel, tok: PreTrainedTokenizerBase, subjects: Sequence[str]
 ) -> float:
-    """ROME's noise level: 3 times the standard deviation of the subjects' token embeddings."""
+    """ROME's noise level: 3 times the standard deviation of the subjects' token embeddings, every
+    subject's tokens counted (ROME's ``collect_embedding_std``: a token shared by several subjects,
+    a first name, counts once per subject)."""
     emb = model.get_input_embeddings().weight.detach()
-    ids = sorted({i for s in subjects for i in tok(" " + s, add_special_tokens=False)["input_ids"]})
+    ids = [i for s in subjects for i in tok(" " + s, add_special_tokens=False)["input_ids"]]
     if not ids:
         raise ValueError("subjects encode to no tokens")
     return float(3.0 * emb[ids].float().std())

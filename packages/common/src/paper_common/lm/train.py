@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import os
 import sys
@@ -99,7 +101,8 @@ def train_causal_lm(
     ``checkpoint``: a file the run saves itself to every ``checkpoint_every`` steps (model,
     optimizer, schedule, sampler state, losses) and resumes from when it exists, so a run of hours
     survives being stopped; ``checkpoint_key`` (e.g. a hash of the data and config) must match the
-    file's or the run refuses to resume. The returned losses and tokens cover the whole run. An eos token ends every
+    file's or the run refuses to resume, and so must the examples' token ids, the sampling law and
+    the optimiser settings (hashed into the file). The returned losses and tokens cover the whole run. An eos token ends every
     example. ``callback(step)`` is called, with the model in eval mode, after every
     ``callback_every``-th step (for evaluations during one run, e.g. once per epoch; the optimizer
     and schedule carry on across calls). Returns the per-step losses; the model is left in eval mode
@@ -144,12 +147,30 @@ def train_causal_lm(
         if not isinstance(checkpoint_every, int) or checkpoint_every < 1:
             raise ValueError(f"checkpoint_every must be a positive int; got {checkpoint_every!r}")
         checkpoint = Path(checkpoint)
+        run_id = _run_id(
+            seqs,
+            starts,
+            draw,
+            batch_size=batch_size,
+            lr=lr,
+            seed=seed,
+            warmup_fraction=warmup_fraction,
+            weight_decay=weight_decay,
+            schedule=schedule,
+        )
         if checkpoint.exists():
-            state = torch.load(checkpoint, map_location=device, weights_only=False)
-            if state["key"] != checkpoint_key or state["steps"] != steps:
+            # onto the CPU: the sampler's generator state must stay a CPU tensor; the model and
+            # the optimizer copy their tensors to the parameters' device themselves
+            state = torch.load(checkpoint, map_location="cpu", weights_only=False)
+            if (
+                state["key"] != checkpoint_key
+                or state["steps"] != steps
+                or state.get("run", run_id) != run_id  # files of before the run id: key only
+            ):
                 raise ValueError(
                     f"{checkpoint} belongs to another run (key {state['key']!r}, {state['steps']} "
-                    f"steps; this run: {checkpoint_key!r}, {steps}); delete it to start over"
+                    f"steps, run {state.get('run')}; this run: {checkpoint_key!r}, {steps}, "
+                    f"{run_id}: other data or settings); delete it to start over"
                 )
             model.load_state_dict(state["model"])
             optim.load_state_dict(state["optim"])
@@ -190,6 +211,7 @@ def train_causal_lm(
                     checkpoint,
                     {
                         "key": checkpoint_key,
+                        "run": run_id,
                         "steps": steps,
                         "done": len(losses),
                         "model": model.state_dict(),
@@ -236,6 +258,17 @@ def _sampler(
             parts.append(block / block.sum() * share if share > 0 else torch.zeros_like(block))
         w = torch.cat(parts)
     return (w / w.sum()).float()
+
+
+def _run_id(
+    seqs: list[list[int]], starts: list[int], draw: torch.Tensor | None, **settings: Any
+) -> str:
+    """A hash of what a run trains on (token ids, loss starts, sampling law) and how (the
+    settings): a checkpoint of another run is refused even when no ``checkpoint_key`` is given."""
+    h = hashlib.sha256(json.dumps([seqs, starts, settings], sort_keys=True).encode())
+    if draw is not None:
+        h.update(draw.numpy().tobytes())
+    return h.hexdigest()[:16]
 
 
 def _save_checkpoint(path: Path, state: dict[str, Any]) -> None:
