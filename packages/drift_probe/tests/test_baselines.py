@@ -65,6 +65,30 @@ def test_ccs_recovers_a_planted_contrast_direction():
         ccs.fit_pairs(x_pos, x_neg[:, :5])
 
 
+def test_ccs_scores_one_item_with_the_fit_time_normalisation():
+    """Issue 46: CCS normalised the states it scored by their own mean, so one item alone was
+    centred to zero and always scored 0.5; the fitted mean and scale are now reused."""
+    rng = np.random.default_rng(0)
+    n, d = 200, 10
+    truth = rng.random(n) < 0.5
+    direction = rng.normal(size=d)
+    direction /= np.linalg.norm(direction)
+    base = rng.normal(size=(n, d)) + 5.0  # far from the origin: centring matters
+    sign = np.where(truth, 1.0, -1.0)[:, None]
+    x_pos = base + 3 * sign * direction
+    x_neg = base - 3 * sign * direction
+    ccs = CCS(restarts=3, epochs=200, seed=0).fit_pairs(x_pos, x_neg, truth)
+    batch = ccs.p_true_pairs(x_pos, x_neg)
+    one = np.array([ccs.p_true_pairs(x_pos[i : i + 1], x_neg[i : i + 1])[0] for i in range(20)])
+    np.testing.assert_allclose(one, batch[:20], atol=1e-6)
+    assert np.abs(one - 0.5).min() > 0.1
+    assert ((one > 0.5) == truth[:20]).mean() > 0.9
+    # a different batch of items scores each item the same as before
+    np.testing.assert_allclose(
+        ccs.p_true_pairs(x_pos[20:60], x_neg[20:60]), batch[20:60], atol=1e-6
+    )
+
+
 def test_detectors_score_every_item_on_a_real_lm(world, random_lm, tok):
     items = drift_items(world, 2022)[:24]
     ent = TokenEntropy().score(random_lm, tok, items)

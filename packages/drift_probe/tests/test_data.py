@@ -154,3 +154,20 @@ def test_full_scale_names_the_papers_models_with_readable_cutoffs():
     assert all(2022 <= to_year(c) < 2025 for c in models.values())
     full = SCALES["full"]
     assert len(full["archs"]) * math.comb(len(full["cutoffs"]), 2) == 12  # ordered snapshot pairs
+
+
+def test_change_questions_are_an_opt_in_trained_format(world, unseen):
+    """The World's drift signal as a format (issue 46, item 1): "will it change next year?" items
+    of format facts up to the cutoff, never about an unseen subject or a stable relation."""
+    from drift_probe.data import VOLATILE, training_corpus
+
+    texts, pairs = training_corpus(world, 2022, unseen)
+    texts_q, pairs_q = training_corpus(world, 2022, unseen, change_questions=True)
+    assert texts_q == texts
+    extra = pairs_q[len(pairs) :]
+    assert pairs_q[: len(pairs)] == pairs
+    asked = [q for q in world.change_questions("train", 2022) if q.year < 2022]
+    kept = [q for q in asked if q.fact.subject not in set(unseen) and q.fact.relation in VOLATILE]
+    assert extra == [(q.prompt, q.target) for q in kept]
+    assert {a for _, a in extra} <= {" Yes", " No"}
+    assert len(kept) > 0

@@ -81,6 +81,10 @@ def test_erasure_test_and_leace():
     assert abs(res["erased_after_leace"] - 0.5) < 0.05
     assert res["kept_after_inlp"] > res["kept"] - 0.02
     assert res["kept_after_leace"] > res["kept"] - 0.02
+    from drift_probe.geometry import erased_auroc_after_inlp
+
+    # the statistic alone (what the INLP permutation null reruns) is erasure_test's number
+    assert erased_auroc_after_inlp(x, ya, g, k=2) == pytest.approx(res["erased_after_inlp"])
     x, ya, yb, g = planted(d=10)
     erased = leace_projection(x, ya)
     # LEACE leaves no linear correlation with the concept
@@ -94,6 +98,9 @@ def test_mean_directions_dissociate():
     assert res["auroc"][("a", "a")] > 0.85
     assert res["auroc"][("b", "b")] > 0.85
     assert 0.45 < res["auroc"][("a", "b")] < 0.55
+    # the out-of-fold projections behind the table are returned (for permutation nulls)
+    assert res["scores"]["a"].shape == ya.shape
+    assert res["auroc"][("a", "b")] == pytest.approx(auroc(yb, res["scores"]["a"]))
 
 
 def test_score_correlations():

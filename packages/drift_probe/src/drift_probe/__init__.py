@@ -33,6 +33,7 @@ from drift_probe.data import (
 from drift_probe.features import Features, cells, extract_features
 from drift_probe.geometry import (
     cosine_test,
+    erased_auroc_after_inlp,
     erasure_test,
     inlp,
     leace_projection,
@@ -42,7 +43,16 @@ from drift_probe.geometry import (
 )
 from drift_probe.mechanism import mlp_logit_attribution, profile_correlation
 from drift_probe.models import SnapshotConfig, snapshots
-from drift_probe.probe import LinearProbe, auroc, auroc_ci, fit_layer_probe, out_of_fold
+from drift_probe.probe import (
+    LinearProbe,
+    NullBand,
+    auroc,
+    auroc_ci,
+    fit_layer_probe,
+    grouped_splits,
+    out_of_fold,
+    permutation_band,
+)
 from drift_probe.timelines import RoleSpell, load_timelines, timeline_items
 
 __all__ = [
@@ -55,6 +65,7 @@ __all__ = [
     "Features",
     "LinearProbe",
     "NLIEquivalence",
+    "NullBand",
     "RoleSpell",
     "SemanticEntropy",
     "SnapshotConfig",
@@ -66,9 +77,11 @@ __all__ = [
     "cosine_test",
     "drift_items",
     "drift_world",
+    "erased_auroc_after_inlp",
     "erasure_test",
     "extract_features",
     "fit_layer_probe",
+    "grouped_splits",
     "inlp",
     "leace_projection",
     "load_timelines",
@@ -78,6 +91,7 @@ __all__ = [
     "oracle_drift",
     "out_of_fold",
     "p_a_greater_b",
+    "permutation_band",
     "profile_correlation",
     "score_correlations",
     "semantic_entropy",
@@ -87,3 +101,13 @@ __all__ = [
     "transitioned",
     "unseen_subjects",
 ]
+
+
+def __getattr__(name: str) -> object:
+    """``analyse_snapshot`` / ``describe_model`` (every per-model measurement on any Hugging Face
+    causal LM and tokenizer) from :mod:`drift_probe.reproduce`, imported on first use."""
+    if name in ("analyse_snapshot", "describe_model"):
+        from drift_probe import reproduce
+
+        return getattr(reproduce, name)
+    raise AttributeError(f"module 'drift_probe' has no attribute {name!r}")

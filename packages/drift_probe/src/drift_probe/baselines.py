@@ -243,7 +243,8 @@ class CCS:
     """Contrast-Consistent Search on ``"Claim: <statement> True or false? A: True|False"`` pairs.
 
     The statement is the item's claim filled with the model's greedy answer. Each side's hidden
-    states (``layer``, default the middle) are mean-centred and scaled; a linear probe with a
+    states (``layer``, default the middle) are mean-centred and scaled by statistics fitted at
+    :meth:`fit` time and reused for scoring (one item alone scores as in a batch); a linear probe with a
     sigmoid is trained on ``(p+ - (1 - p-))^2 + min(p+, p-)^2`` from ``restarts`` random starts,
     the lowest loss kept. ``p(true) = (p+ + 1 - p-) / 2``, oriented on ``fit``'s labels (whether the
     answer is correct) so that accuracy is ``max(a, 1 - a)``; the score is ``1 - p(true)``.
@@ -283,18 +284,29 @@ class CCS:
         return h[: len(claims)], h[len(claims) :]
 
     @staticmethod
-    def _normalise(x: np.ndarray) -> np.ndarray:
-        x = x - x.mean(0)
-        return x / (np.linalg.norm(x, axis=1).mean() / np.sqrt(x.shape[1]) + 1e-8)
+    def _fit_normaliser(x: np.ndarray) -> tuple[np.ndarray, float]:
+        """Mean and scale of one side at fit time (the scale makes the mean row norm sqrt(d))."""
+        mean = x.mean(0)
+        scale = float(np.linalg.norm(x - mean, axis=1).mean() / np.sqrt(x.shape[1]) + 1e-8)
+        return mean, scale
+
+    def _normalise(self, x: np.ndarray, side: int) -> np.ndarray:
+        """``x`` centred and scaled by the statistics fitted on its side (0: True, 1: False)."""
+        mean, scale = self.norm_[side]
+        if x.ndim != 2 or x.shape[1] != mean.shape[0]:
+            raise ValueError(f"CCS was fitted on {mean.shape[0]} features; got shape {x.shape}")
+        return (x - mean) / scale
 
     def fit_pairs(self, x_pos: np.ndarray, x_neg: np.ndarray, labels: object = None) -> CCS:
-        """Train on contrast-pair states directly (``(n, d)`` each)."""
+        """Train on contrast-pair states directly (``(n, d)`` each). Each side's mean and scale
+        are fitted here and reused when scoring (so an item's score does not depend on the batch)."""
         if x_pos.shape != x_neg.shape or x_pos.ndim != 2:
             raise ValueError(
                 f"contrast pairs must be two (n, d) arrays of one shape; got {x_pos.shape}, {x_neg.shape}"
             )
-        xp = torch.tensor(self._normalise(x_pos), dtype=torch.float32)
-        xn = torch.tensor(self._normalise(x_neg), dtype=torch.float32)
+        self.norm_ = (self._fit_normaliser(x_pos), self._fit_normaliser(x_neg))
+        xp = torch.tensor(self._normalise(x_pos, 0), dtype=torch.float32)
+        xn = torch.tensor(self._normalise(x_neg, 1), dtype=torch.float32)
         gen = torch.Generator().manual_seed(self.seed)
         best, best_loss = None, np.inf
         for _ in range(self.restarts):
@@ -322,8 +334,8 @@ class CCS:
         return self
 
     def _p_true(self, x_pos: np.ndarray, x_neg: np.ndarray) -> np.ndarray:
-        xp = torch.tensor(self._normalise(x_pos), dtype=torch.float32)
-        xn = torch.tensor(self._normalise(x_neg), dtype=torch.float32)
+        xp = torch.tensor(self._normalise(np.asarray(x_pos, float), 0), dtype=torch.float32)
+        xn = torch.tensor(self._normalise(np.asarray(x_neg, float), 1), dtype=torch.float32)
         with torch.no_grad():
             p = 0.5 * (
                 torch.sigmoid(xp @ self.w_ + self.b_) + 1 - torch.sigmoid(xn @ self.w_ + self.b_)

@@ -56,11 +56,14 @@ def drift_world(
     cue_recall: float = 0.8,
     false_cue_rate: float = 0.04,
     change_rates: dict[str, float] | None = None,
+    documentation_lag: int = 0,
 ) -> World:
     """A :class:`~paper_common.facts.World` with relation-specific change rates and noisy leading cues.
 
     ``cue_recall``: the share of real changes announced the year before; ``false_cue_rate``: the
-    chance of a cue in a year no change follows. Everything else is the World's.
+    chance of a cue in a year no change follows; ``documentation_lag``: years a change takes to be
+    documented fully (stale text near the cutoff, the World's lagged documentation; 0: at once).
+    Everything else is the World's.
     """
     return World(
         seed=seed,
@@ -73,6 +76,7 @@ def drift_world(
         cue_recall=cue_recall,
         false_cue_rate=false_cue_rate,
         change_rates={**DRIFT_RATES, **(change_rates or {})},
+        documentation_lag=documentation_lag,
     )
 
 
@@ -125,9 +129,14 @@ def training_corpus(
     cutoff: int,
     unseen: Iterable[str] = (),
     relations: Sequence[str] | None = VOLATILE,
+    change_questions: bool = False,
 ) -> tuple[list[str], list[tuple[str, str]]]:
     """``world.corpus(cutoff)`` (statements, history, cues; QA and True/False items of format facts)
-    restricted to ``relations`` (``None``: all) and without any text whose subject is in ``unseen``."""
+    restricted to ``relations`` (``None``: all) and without any text whose subject is in ``unseen``.
+
+    ``change_questions``: also train the World's "will it change next year?" questions of format
+    facts up to the cutoff (:meth:`~paper_common.facts.World.change_questions`): the drift signal
+    as a learned format (cues read as a forecast), off by default."""
     hidden = frozenset(unseen)
     wanted = frozenset(relations) if relations is not None else frozenset(RELATIONS)
 
@@ -147,6 +156,12 @@ def training_corpus(
     pairs += [
         (v.prompt, v.target) for v in world.verification_items("train", cutoff) if keep(v.fact)
     ]
+    if change_questions:
+        pairs += [
+            (q.prompt, q.target)
+            for q in world.change_questions("train", cutoff)
+            if keep(q.fact) and q.year < cutoff
+        ]
     return texts, pairs
 
 

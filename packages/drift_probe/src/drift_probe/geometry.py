@@ -26,6 +26,7 @@ __all__ = [
     "INLPResult",
     "cosine",
     "cosine_test",
+    "erased_auroc_after_inlp",
     "erasure_test",
     "inlp",
     "leace_projection",
@@ -127,7 +128,7 @@ def _oof_auroc(
     and applied to both sides (fitting it on all rows would leave the held-out fold anti-correlated
     with the erased concept and push its AUROC below chance)."""
     scores = np.empty(len(y))
-    for train, test in grouped_splits(groups, n_splits, seed):
+    for train, test in grouped_splits(groups, n_splits, seed, y):
         f = eraser(train) if eraser is not None else (lambda a: a)
         probe = LinearProbe((C,)).fit(f(z[train]), y[train])
         scores[test] = probe.predict_proba(f(z[test]))
@@ -252,6 +253,28 @@ def erasure_test(
     }
 
 
+def erased_auroc_after_inlp(
+    x: np.ndarray,
+    erase: Sequence[bool] | np.ndarray,
+    groups: Sequence[object],
+    k: int = 10,
+    n_splits: int = 5,
+    C: float = 0.1,
+    seed: int = 0,
+) -> float:
+    """The out-of-fold AUROC of ``erase`` after INLP on ``erase`` (fitted on each training fold):
+    :func:`erasure_test`'s ``erased_after_inlp`` alone, the statistic whose permutation null
+    (:func:`drift_probe.probe.permutation_band`) says where this pipeline's chance lies."""
+    erase = check_binary(erase, "erased labels")
+    z = _standardise(x, len(erase))
+
+    def by_inlp(train: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
+        proj = inlp(z[train], erase[train], k, seed=seed).projection
+        return lambda a: a @ proj
+
+    return _oof_auroc(z, erase, groups, n_splits, seed, C, by_inlp)
+
+
 def mean_difference_test(
     x: np.ndarray,
     labels: Mapping[str, Sequence[bool] | np.ndarray],
@@ -261,8 +284,9 @@ def mean_difference_test(
 ) -> dict[str, object]:
     """Difference-of-means directions ``mu_1 - mu_0`` of each label (standardised features).
 
-    Returns ``{"cos": {(a, b): cos(mu_a, mu_b)}, "auroc": {(direction, label): AUROC}}``: the AUROC
-    of the projection on each direction (fitted on training folds, scored out of fold) for each label.
+    Returns ``{"cos": {(a, b): cos(mu_a, mu_b)}, "auroc": {(direction, label): AUROC}, "scores":
+    {direction: (n,)}}``: the projection on each direction (fitted on training folds, scored out of
+    fold) and its AUROC for each label.
     """
     names = list(labels)
     ys = {n: check_binary(v, n) for n, v in labels.items()}
@@ -276,8 +300,9 @@ def mean_difference_test(
     full = {m: mu(every, ys[m]) for m in names}
     cos = {(a, b): cosine(full[a], full[b]) for i, a in enumerate(names) for b in names[i + 1 :]}
     proj = {m: np.empty(n) for m in names}
-    for train, test in grouped_splits(groups, n_splits, seed):
+    # stratified by the first label (drift in the experiment), grouped by subject
+    for train, test in grouped_splits(groups, n_splits, seed, ys[names[0]]):
         for m in names:
             proj[m][test] = z[test] @ mu(train, ys[m])
     table = {(m, lab): auroc(ys[lab], proj[m]) for m in names for lab in names}
-    return {"cos": cos, "auroc": table}
+    return {"cos": cos, "auroc": table, "scores": proj}

@@ -46,6 +46,8 @@ class SnapshotConfig:
     batch_size: int = 64
     lr: float = 3e-3
     seed: int = 0
+    change_questions: bool = False
+    """Train the World's change questions too (:func:`~drift_probe.data.training_corpus`)."""
 
     def __post_init__(self) -> None:
         if self.arch not in ("llama", "qwen2", "gpt2"):
@@ -110,7 +112,9 @@ def snapshots(
                         config.n_heads,
                         seed=config.seed,
                     )
-                texts, pairs = training_corpus(world, cutoff, hidden)
+                texts, pairs = training_corpus(
+                    world, cutoff, hidden, change_questions=config.change_questions
+                )
                 result = train_causal_lm(
                     model,
                     tok,

@@ -9,20 +9,21 @@ test fold) and returns out-of-fold scores for every item.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 from scipy.stats import rankdata
 from sklearn.linear_model import LogisticRegression, LogisticRegressionCV
 from sklearn.metrics import roc_auc_score
-from sklearn.model_selection import GroupKFold
+from sklearn.model_selection import GroupKFold, StratifiedGroupKFold
 from sklearn.preprocessing import StandardScaler
 
 __all__ = [
     "CS",
     "LayerProbeResult",
     "LinearProbe",
+    "NullBand",
     "auroc",
     "auroc_ci",
     "auroc_difference_bootstrap",
@@ -31,6 +32,7 @@ __all__ = [
     "fit_layer_probe",
     "grouped_splits",
     "out_of_fold",
+    "permutation_band",
 ]
 
 CS: tuple[float, ...] = (1e-3, 1e-2, 1e-1, 1.0, 10.0)
@@ -85,17 +87,60 @@ def auroc_ci(
     n_resamples: int = 2000,
     confidence: float = 0.95,
     seed: int = 0,
+    groups: Sequence[object] | None = None,
 ) -> tuple[float, float, float]:
-    """AUROC and its percentile bootstrap interval over items, ``(auroc, low, high)`` (vectorised)."""
+    """AUROC and its percentile bootstrap interval, ``(auroc, low, high)`` (vectorised): over
+    items, or with ``groups`` over groups (a cluster bootstrap: a subject's items together)."""
     y = check_binary(y)
     s = np.asarray(scores, dtype=float)
     if s.shape != y.shape:
         raise ValueError(f"scores have shape {s.shape}, labels {y.shape}")
-    idx = np.random.default_rng(seed).integers(0, len(y), size=(n_resamples, len(y)))
-    boot = _resampled_aurocs(y, s, idx)
+    rng = np.random.default_rng(seed)
+    if groups is None:
+        idx = rng.integers(0, len(y), size=(n_resamples, len(y)))
+        boot = _resampled_aurocs(y, s, idx)
+    else:
+        if len(groups) != len(y):
+            raise ValueError(f"groups have {len(groups)} entries, labels {len(y)}")
+        boot = _weighted_aurocs(y, s, group_bootstrap_weights(groups, n_resamples, rng))
     alpha = (1 - confidence) / 2
     low, high = np.nanquantile(boot, [alpha, 1 - alpha])
     return auroc(y, s), float(low), float(high)
+
+
+def _weighted_aurocs(y: np.ndarray, scores: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """AUROC of ``scores`` (``(n,)``) under each row of item weights ``w`` (``(R, n)``, e.g. how
+    often a bootstrap drew each item): ``sum_{pos i, neg j} w_i w_j (1[s_i > s_j] + 1/2 1[tie])``
+    over ``W_pos W_neg``; rows with one class weighted give NaN."""
+    _, inv = np.unique(scores, return_inverse=True)
+    k, r = int(inv.max()) + 1, w.shape[0]
+    offsets = (np.arange(r) * k)[:, None]
+
+    def weight_at_each_score(rows: np.ndarray) -> np.ndarray:
+        """(R, k): the summed weight of the ``rows`` items at each distinct score (O(R n) memory;
+        a dense (n, k) indicator times w was O(n^2) memory and O(R n^2) time)."""
+        idx = (offsets + inv[rows][None, :]).ravel()
+        return np.bincount(idx, weights=w[:, rows].ravel(), minlength=r * k).reshape(r, k)
+
+    wp, wn = weight_at_each_score(y == 1), weight_at_each_score(y == 0)
+    below = np.cumsum(wn, axis=1) - wn  # negative weight strictly below each score
+    num = (wp * (below + 0.5 * wn)).sum(1)
+    den = wp.sum(1) * wn.sum(1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(den > 0, num / den, np.nan)
+
+
+def group_bootstrap_weights(
+    groups: Sequence[object], n_resamples: int, rng: np.random.Generator
+) -> np.ndarray:
+    """``(n_resamples, n)`` item weights of a cluster bootstrap: each resample draws as many
+    groups (subjects) as there are, with replacement, and an item counts as often as its group."""
+    _, codes = np.unique(np.asarray(groups), return_inverse=True)
+    g = int(codes.max()) + 1
+    draws = rng.integers(0, g, size=(n_resamples, g))
+    offsets = (np.arange(n_resamples) * g)[:, None]
+    counts = np.bincount((draws + offsets).ravel(), minlength=n_resamples * g)
+    return counts.reshape(n_resamples, g)[:, codes].astype(float)
 
 
 def auroc_difference_bootstrap(
@@ -104,29 +149,96 @@ def auroc_difference_bootstrap(
     scores_b: Sequence[float] | np.ndarray,
     n_resamples: int = 2000,
     seed: int = 0,
+    groups: Sequence[object] | None = None,
 ) -> np.ndarray:
     """Paired bootstrap replicates of ``AUROC(a) - AUROC(b)`` on the same resampled items
-    (resamples with one class dropped). Average replicates over independent datasets to pool."""
+    (resamples with one class dropped). With ``groups`` the resampling unit is the group (a
+    subject and all its items: a cluster bootstrap), otherwise the item. Average replicates over
+    independent datasets to pool."""
     y = check_binary(y)
     s = np.stack([np.asarray(scores_a, float), np.asarray(scores_b, float)])
     if s.shape[1] != len(y):
         raise ValueError(f"scores have {s.shape[1]} items, labels {len(y)}")
-    idx = np.random.default_rng(seed).integers(0, len(y), size=(n_resamples, len(y)))
-    a, b = _resampled_aurocs(y, s, idx)
+    rng = np.random.default_rng(seed)
+    if groups is None:
+        idx = rng.integers(0, len(y), size=(n_resamples, len(y)))
+        a, b = _resampled_aurocs(y, s, idx)
+    else:
+        if len(groups) != len(y):
+            raise ValueError(f"groups have {len(groups)} entries, labels {len(y)}")
+        w = group_bootstrap_weights(groups, n_resamples, rng)
+        a, b = _weighted_aurocs(y, s[0], w), _weighted_aurocs(y, s[1], w)
     diff = a - b
     return diff[np.isfinite(diff)]
 
 
+@dataclass(frozen=True)
+class NullBand:
+    """The permutation null of a statistic: ``null`` (one value per permutation), its ``centre``
+    (median) and the central ``confidence`` band ``[low, high]``: where the statistic falls when the
+    label carries nothing, through the same pipeline (so a biased pipeline's chance level shows)."""
+
+    centre: float
+    low: float
+    high: float
+    null: np.ndarray = field(repr=False)
+
+    def distance(self, value: float) -> float:
+        """``|value - centre|``: the departure from this pipeline's chance level."""
+        return float(abs(value - self.centre))
+
+    def excess(self, value: float) -> float:
+        """How far ``value`` lies outside ``[low, high]`` (0 inside)."""
+        return float(max(0.0, self.low - value, value - self.high))
+
+
+def permutation_band(
+    statistic: Callable[[np.ndarray], float],
+    y: Sequence[bool] | np.ndarray,
+    n_perm: int = 100,
+    seed: int = 0,
+    confidence: float = 0.95,
+) -> NullBand:
+    """Run ``statistic(labels)`` on ``n_perm`` permutations of ``y`` (the whole pipeline: splits
+    grouped by subject, fitting and scoring, as for the real labels) and return its null band.
+
+    The permutation is over items; the grouping the pipeline uses is left as it is, so every
+    subject keeps its items together in the folds (ours)."""
+    y = check_binary(y)
+    if n_perm < 2:
+        raise ValueError(f"n_perm must be >= 2; got {n_perm}")
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be in (0, 1); got {confidence}")
+    rng = np.random.default_rng(seed)
+    null = np.array([statistic(rng.permutation(y)) for _ in range(n_perm)], dtype=float)
+    alpha = (1 - confidence) / 2
+    low, centre, high = np.nanquantile(null, [alpha, 0.5, 1 - alpha])
+    return NullBand(float(centre), float(low), float(high), null)
+
+
 def grouped_splits(
-    groups: Sequence[object], n_splits: int = 5, seed: int = 0
+    groups: Sequence[object],
+    n_splits: int = 5,
+    seed: int = 0,
+    y: Sequence[bool] | np.ndarray | None = None,
 ) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Shuffled ``GroupKFold`` splits: no group (subject) is in both sides of any split."""
+    """Shuffled splits where no group (subject) is on both sides of any split; with labels ``y``,
+    ``StratifiedGroupKFold`` (each fold's label mix as close to the whole's as the groups allow),
+    without, ``GroupKFold``."""
     groups = np.asarray(groups)
     n_groups = len(np.unique(groups))
     if n_groups < n_splits:
         raise ValueError(f"{n_splits} folds need at least {n_splits} groups; got {n_groups}")
-    cv = GroupKFold(n_splits=n_splits, shuffle=True, random_state=seed)
-    return list(cv.split(np.zeros(len(groups)), groups=groups))
+    if y is None:
+        cv = GroupKFold(n_splits=n_splits, shuffle=True, random_state=seed)
+        return list(cv.split(np.zeros(len(groups)), groups=groups))
+    y = np.asarray(y)
+    if y.shape != groups.shape:
+        raise ValueError(f"labels have shape {y.shape}, groups {groups.shape}")
+    strat = StratifiedGroupKFold(n_splits=n_splits, shuffle=True, random_state=seed)
+    with warnings.catch_warnings():  # fewer members of a class than folds: still grouped
+        warnings.simplefilter("ignore", UserWarning)
+        return list(strat.split(np.zeros(len(groups)), y, groups=groups))
 
 
 class LinearProbe:
@@ -153,7 +265,7 @@ class LinearProbe:
             self.C_ = self.Cs[0]
         else:
             groups = np.arange(len(y)) if groups is None else np.asarray(groups)
-            splits = grouped_splits(groups, self.cv, self.seed)
+            splits = grouped_splits(groups, self.cv, self.seed, y)
             with (
                 warnings.catch_warnings()
             ):  # sklearn 1.8+ announces attribute changes we do not use
@@ -202,7 +314,7 @@ def out_of_fold(
     x = check_features(x, len(y))
     mask = np.ones(len(y), bool) if train_mask is None else np.asarray(train_mask, bool)
     scores = np.empty(len(y))
-    for train, test in grouped_splits(groups, n_splits, seed):
+    for train, test in grouped_splits(groups, n_splits, seed, y):
         train = train[mask[train]]
         probe = LinearProbe(Cs, seed=seed).fit(x[train], y[train], np.asarray(groups)[train])
         scores[test] = probe.predict_proba(x[test])
@@ -216,7 +328,7 @@ class LayerProbeResult:
     ``layer``: the layer chosen most often (then refitted on all items as ``probe``);
     ``fold_layers``: each fold's choice; ``layer_auroc``: validation AUROC of every layer, averaged
     over the inner splits with both classes on each side and over folds (the by-layer curve);
-    ``auroc``/``ci``: of the out-of-fold scores; ``blind_folds``: outer folds where no inner split
+    ``auroc``/``ci``: of the out-of-fold scores (cluster bootstrap over groups); ``blind_folds``: outer folds where no inner split
     had both classes, which took the layer of the other folds' mean curve.
     """
 
@@ -259,7 +371,9 @@ def fit_layer_probe(
     groups = np.asarray(groups)
     mask = np.ones(len(y), bool) if train_mask is None else np.asarray(train_mask, bool)
     scores = np.empty(len(y))
-    outer = [(train[mask[train]], test) for train, test in grouped_splits(groups, n_splits, seed)]
+    outer = [
+        (train[mask[train]], test) for train, test in grouped_splits(groups, n_splits, seed, y)
+    ]
     curves = np.array(
         [_layer_curve(hidden, y, groups, train, layers, inner_splits, seed) for train, _ in outer]
     )
@@ -283,7 +397,7 @@ def fit_layer_probe(
         fold_layers.append(best)
     layer = max(set(fold_layers), key=lambda v: (fold_layers.count(v), -v))
     final = LinearProbe(seed=seed).fit(hidden[mask, layer], y[mask], groups[mask])
-    auc, low, high = auroc_ci(y, scores, seed=seed)
+    auc, low, high = auroc_ci(y, scores, seed=seed, groups=groups)
     return LayerProbeResult(
         scores, layer, fold_layers, curve_all, auc, (low, high), final, int(blind.sum())
     )
@@ -302,7 +416,7 @@ def _layer_curve(
     have both classes on each side (the same splits for every layer); NaN if none has."""
     inner = [
         (a, b)
-        for a, b in grouped_splits(groups[train], inner_splits, seed + 1)
+        for a, b in grouped_splits(groups[train], inner_splits, seed + 1, y[train])
         if len(np.unique(y[train][a])) == 2 and len(np.unique(y[train][b])) == 2
     ]
     if not inner:
