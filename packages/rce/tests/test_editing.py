@@ -27,7 +27,7 @@ from rce.editing import (  # noqa: E402
 )
 from rce.objectives import Defence  # noqa: E402
 from rce.reproduce import SCALES  # noqa: E402
-from rce.requests import EditRequest, answer_id, world_requests  # noqa: E402
+from rce.requests import EditRequest, answer_id, stats_corpus, world_requests  # noqa: E402
 
 
 def _requests(world, n=2):
@@ -39,7 +39,8 @@ def _requests(world, n=2):
 
 
 def _texts(world):
-    return world.corpus(history=False, cues=False)[0][:40]
+    """Training text without the edited people (C is not estimated on the edited facts)."""
+    return stats_corpus(world.corpus(history=False, cues=False)[0], _requests(world, 4))[:40]
 
 
 def test_second_moment_equals_numpy(random_lm, small_tok, small_world):
@@ -96,7 +97,7 @@ def test_one_layer_memit_equals_ridge_least_squares():
 
 @pytest.mark.parametrize(
     ("method", "defence"),
-    [("rome", "none"), ("rome", "revs"), ("memit", "rce"), ("ft", "head_projection")],
+    [("rome", "none"), ("rome", "revs"), ("memit", "rce"), ("ft", "input_rephrasing")],
 )
 def test_restore_gives_identical_logits(random_lm, small_tok, small_world, method, defence):
     reqs = _requests(small_world, 2)
@@ -177,7 +178,7 @@ def test_rome_and_memit_edit_a_trained_fact_lm(fact_model, smoke_world):
     trace = trace_layers(model, tok, reqs, samples=4, fact_token="last")
     assert trace.effect.shape == (4,)
     assert trace.p_clean > trace.p_corrupt
-    texts = smoke_world.corpus(history=False, cues=False)[0]
+    texts = stats_corpus(smoke_world.corpus(history=False, cues=False)[0], reqs)
     target = torch.tensor([answer_id(tok, r.target) for r in reqs])
     true = torch.tensor([answer_id(tok, r.true) for r in reqs])
     base = next_token_logprobs(model, tok, [r.text() for r in reqs])
@@ -224,3 +225,57 @@ def test_revs_neuron_choice_breaks_rank_ties_by_activation_order():
     chosen = _promoting_neurons(active, s_rank, 8)
     ones = active[s_rank == 1]  # 16 neurons tie at rank 1: the 8 most active of them win
     assert chosen.tolist() == ones[:8].tolist()
+
+
+def test_causal_trace_noise_is_three_stds_of_the_subject_embeddings(
+    random_lm, small_tok, small_world
+):
+    """ROME's noise level: 3 x the standard deviation of the subjects' token embeddings (was the
+    whole embedding matrix's)."""
+    reqs = _requests(small_world, 3)
+    trace = trace_layers(random_lm, small_tok, reqs, samples=2, seed=1)
+    emb = random_lm.get_input_embeddings().weight.detach().float()
+    ids = [
+        i for r in reqs for i in small_tok(" " + r.subject, add_special_tokens=False)["input_ids"]
+    ]
+    assert trace.noise_std == pytest.approx(3.0 * float(emb[ids].std()), rel=1e-5)
+    assert trace.noise_std != pytest.approx(3.0 * float(emb.std()), rel=1e-3)
+
+
+def test_causal_trace_restores_a_window_of_blocks(fact_model, smoke_world):
+    """ROME restores a window of 10 MLP outputs around each block (was one block): on a 4-block
+    model every window of 8 or more restores all four blocks whatever the centre, so the effects
+    are identical; a window of 1 localises (the effects differ by far more than rounding)."""
+    import inspect
+
+    assert inspect.signature(trace_layers).parameters["window"].default == 10
+    model, tok = fact_model
+    reqs = world_requests(smoke_world, model, tok, n=4, seed=3)
+    wide = trace_layers(model, tok, reqs, samples=2, seed=1, fact_token="last")
+    assert wide.window == 10
+    assert np.ptp(wide.effect) == 0.0
+    eight = trace_layers(model, tok, reqs, samples=2, seed=1, fact_token="last", window=8)
+    np.testing.assert_array_equal(eight.effect, wide.effect)
+    one = trace_layers(model, tok, reqs, samples=2, seed=1, fact_token="last", window=1)
+    # measured (1 thread): window-1 effects span 0.2; all blocks restored give the largest
+    assert np.ptp(one.effect) > 0.02
+    assert wide.effect[0] >= one.effect.max() - 1e-6
+    with pytest.raises(ValueError, match="window"):
+        trace_layers(model, tok, reqs, window=0)
+
+
+def test_second_moment_text_must_not_hold_the_edit_prompts(random_lm, small_tok, small_world):
+    """ROME's C comes from general text (Wikipedia), not the edited facts: stats text that states an
+    edited fact (the filled edit prompt) is refused; stats_corpus drops the edited subjects."""
+    reqs = _requests(small_world)
+    corpus = small_world.corpus(history=False, cues=False)[0]
+    with pytest.raises(ValueError, match="edit prompt"):
+        edit(random_lm, small_tok, reqs, "rome", "none", ROMEConfig(layer=1, steps=1),
+             stats_texts=corpus)  # fmt: skip
+    clean = stats_corpus(corpus, reqs)
+    assert clean
+    assert not any(r.subject in t for t in clean for r in reqs)
+    assert set(clean) < set(corpus)
+    with edit(random_lm, small_tok, reqs, "rome", "none", ROMEConfig(layer=1, steps=1),
+              stats_texts=clean):  # fmt: skip
+        pass

@@ -90,3 +90,41 @@ def test_defence_validation_and_layers():
     assert Defence("rce").lens_layers(6) == []
     with pytest.raises(ValueError, match="out of range"):
         Defence("head_projection", layers=(9,)).lens_layers(4)
+
+
+def _probs_with_true_at(rank: int, vocab: int = 20) -> torch.Tensor:
+    return torch.softmax(_logits_with_true_at(rank, vocab), -1)[None]
+
+
+@pytest.mark.parametrize("k", [1, 3, 4])
+def test_hp_defence_hinge_leaves_the_true_token_out_of_its_order_statistic(k):
+    """Patil et al.'s HP defence wants the true token out of the top-k and bottom-k. With the token
+    counted in its own order statistic, the top hinge was zero with the token still at rank k (and
+    the bottom one with it k-th from the bottom): off by one."""
+    vocab = 20
+    for rank, in_top in [(k, True), (k + 1, False)]:
+        h = head_projection_margin(_probs_with_true_at(rank, vocab), torch.tensor([0]), k)
+        assert (float(h[0]) > 0) == in_top, (rank, float(h[0]))
+    for from_bottom, in_bottom in [(k, True), (k + 1, False)]:
+        rank = vocab + 1 - from_bottom
+        h = head_projection_margin(_probs_with_true_at(rank, vocab), torch.tensor([0]), k)
+        assert (float(h[0]) > 0) == in_bottom, (rank, float(h[0]))
+
+
+def test_patil_defences_run_in_erasure_mode_as_published():
+    """HP, max-entropy and input rephrasing are Patil et al.'s defences on top of *fact erasure*
+    (no target likelihood); the target-NLL variants are our adaptations and must be asked for."""
+    for name in ("fact_erasure", "head_projection", "max_entropy", "input_rephrasing"):
+        assert Defence(name).mode == "erasure"
+        assert not Defence(name).uses_target
+    for name in ("head_projection", "max_entropy", "input_rephrasing"):
+        assert Defence(name, mode="target").uses_target
+    for name in ("none", "rce", "revs"):
+        assert Defence(name).mode == "target"
+        assert Defence(name).uses_target
+    with pytest.raises(ValueError, match="mode"):
+        Defence("rce", mode="erasure")
+    with pytest.raises(ValueError, match="mode"):
+        Defence("fact_erasure", mode="target")
+    with pytest.raises(ValueError, match="mode"):
+        Defence("none", mode="sideways")  # type: ignore[arg-type]

@@ -124,3 +124,41 @@ def test_bad_requests_raise():
         EditRequest("{} and {}", "Alice", "Paris", "Rome")
     with pytest.raises(ValueError, match="unknown relation"):
         relation_templates("likes")
+
+
+def test_counterfact_requests_get_decoys_from_other_records(tmp_path, small_tok, small_world):
+    """Chance for CounterFact: each request's decoy is another record's one-token true answer,
+    neither its own true answer nor its target (was None: no chance level, claims inconclusive)."""
+    people, cities = small_world.entities["person"], small_world.entities["city"]
+    cf = [
+        {
+            "case_id": i,
+            "requested_rewrite": {
+                "prompt": "{} was born in",
+                "subject": people[i],
+                "target_true": {"str": cities[i]},
+                "target_new": {"str": cities[(i + 1) % 5]},
+                "relation_id": "P19",
+            },
+        }
+        for i in range(5)
+    ]
+    path = tmp_path / "cf.json"
+    path.write_text(json.dumps(cf))
+    reqs = load_counterfact(path, small_tok, seed=0)
+    trues = {r.true for r in reqs}
+    for r in reqs:
+        assert r.decoy in trues
+        assert r.decoy not in (r.true, r.target)
+    assert reqs == load_counterfact(path, small_tok, seed=0)
+
+
+def test_empty_response_target_may_be_several_tokens(fact_model, smoke_world):
+    """Empty Response's dummy answer was forced to one token; the editors and metrics take any
+    answer the tokenizer knows (an unknown word still raises)."""
+    model, tok = fact_model
+    a, b = smoke_world.entities["city"][:2]
+    reqs = world_requests(smoke_world, model, tok, n=2, target="dummy", dummy=f"{a} {b}", seed=2)
+    assert {r.target for r in reqs} == {f"{a} {b}"}
+    with pytest.raises(ValueError, match="unknown"):
+        world_requests(smoke_world, model, tok, n=2, target="dummy", dummy="Zzqx")

@@ -27,16 +27,19 @@ from rce.editing import (
     memit_solve,
     revs_demote,
     rome_updates,
+    scaled_window,
     second_moment,
+    subject_embedding_std,
     trace_layers,
 )
-from rce.metrics import evaluate_requests, wilson
+from rce.metrics import among_successful, evaluate_requests, greedy_match, wilson
 from rce.objectives import DEFENCES, Defence, rank_hinge
 from rce.requests import (
     EditRequest,
     answer_id,
     load_counterfact,
     load_zsre,
+    stats_corpus,
     utility_prompts,
     world_requests,
 )
@@ -50,10 +53,12 @@ __all__ = [
     "FTConfig",
     "MEMITConfig",
     "ROMEConfig",
+    "among_successful",
     "answer_id",
     "attack_success",
     "edit",
     "evaluate_requests",
+    "greedy_match",
     "head_projection_attack",
     "load_counterfact",
     "load_zsre",
@@ -64,7 +69,10 @@ __all__ = [
     "rephrase_attack",
     "revs_demote",
     "rome_updates",
+    "scaled_window",
     "second_moment",
+    "stats_corpus",
+    "subject_embedding_std",
     "trace_layers",
     "utility_prompts",
     "wilson",

@@ -15,8 +15,10 @@ subject's last token is the *key* ``k``, its output the *value* written to the r
   of its original value (ROME's FT-L baseline).
 
 :func:`edit` returns an :class:`EditHandle` whose ``restore()`` puts every touched weight back bit
-for bit. :func:`trace_layers` is ROME's causal tracing (restore one MLP output at the subject's last
-token in a run with a noised subject) to choose the layer.
+for bit. :func:`trace_layers` is ROME's causal tracing (restore a window of MLP outputs at the
+lookup token in a run with a noised subject: noise 3 x the subjects' embedding std, a window of 10
+blocks) to choose the layer; :func:`scaled_window` keeps the window's share of the depth on models
+with fewer blocks than GPT-2 XL's 48 (ours).
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ __all__ = [
     "RankOneUpdate",
     "TraceResult",
     "apply_rank_one",
+    "check_stats_texts",
     "context_templates",
     "edit",
     "first_argmax",
@@ -59,7 +62,9 @@ __all__ = [
     "revs_demote",
     "rome_keys",
     "rome_updates",
+    "scaled_window",
     "second_moment",
+    "subject_embedding_std",
     "trace_layers",
 ]
 
@@ -794,18 +799,86 @@ def first_argmax(values: Sequence[float] | np.ndarray, tol: float = TRACE_TIE_TO
 
 @dataclass
 class TraceResult:
-    """ROME's causal trace: ``effect[l]`` = mean p(true) with block l's MLP output restored at the
-    subject's last token in a run with a noised subject, minus the noised run's (``p_corrupt``)."""
+    """ROME's causal trace: ``effect[l]`` = mean p(true) with the MLP outputs of a window of blocks
+    around block l restored at the lookup token in a run with a noised subject, minus the noised
+    run's (``p_corrupt``). ``noise_std``: the noise's standard deviation (3 x the subjects' token
+    embeddings' std by default); ``window``: the number of blocks restored around each one."""
 
     effect: np.ndarray
     p_clean: float
     p_corrupt: float
+    noise_std: float = float("nan")
+    window: int = 1
 
     @property
     def best(self) -> int:
         """The block with the largest effect; blocks within :data:`TRACE_TIE_TOL` of it tie, and
         the lowest of them wins (:func:`first_argmax`)."""
         return first_argmax(self.effect)
+
+
+def _subject_spans(tok: Any, requests: Sequence[EditRequest]) -> tuple[list[int], list[int]]:
+    """First and last token index of each request's subject in its tokenised edit prompt."""
+    ends = [lookup_index(tok, r.prompt, r.subject) for r in requests]
+    starts = [len(tok(r.prompt[: r.prompt.index("{}")])["input_ids"]) for r in requests]
+    return starts, ends
+
+
+def subject_embedding_std(model: nn.Module, tok: Any, requests: Sequence[EditRequest]) -> float:
+    """Standard deviation of the input embeddings of the subjects' tokens (each distinct subject
+    once, its tokens as they stand in the edit prompt): ROME's ``collect_embedding_std``."""
+    if not requests:
+        raise ValueError("requests must not be empty")
+    seen: dict[str, EditRequest] = {}
+    for r in requests:
+        seen.setdefault(r.subject, r)
+    reqs = list(seen.values())
+    starts, ends = _subject_spans(tok, reqs)
+    ids = [
+        i
+        for r, a, b in zip(reqs, starts, ends, strict=True)
+        for i in tok(r.text())["input_ids"][a : b + 1]
+    ]
+    emb = model.get_input_embeddings().weight.detach().float()
+    return float(emb[torch.tensor(ids, dtype=torch.long, device=emb.device)].std())
+
+
+@contextlib.contextmanager
+def _set_at(
+    modules: Sequence[nn.Module],
+    rows: torch.Tensor,
+    pos: torch.Tensor,
+    values: Sequence[torch.Tensor],
+) -> Iterator[None]:
+    """Replace each module's output at ``(rows[j], pos[j])`` by ``values[m][j]`` (restoring a clean
+    run's states, whatever earlier restorations did to the module's input)."""
+
+    def make(v: torch.Tensor) -> Any:
+        def hook(_m: nn.Module, _a: tuple, out: Any) -> Any:
+            hidden = out[0] if isinstance(out, tuple) else out
+            hidden = hidden.index_put((rows, pos), v.to(hidden.dtype))
+            return (hidden, *out[1:]) if isinstance(out, tuple) else hidden
+
+        return hook
+
+    handles = [m.register_forward_hook(make(v)) for m, v in zip(modules, values, strict=True)]
+    try:
+        yield
+    finally:
+        for h in handles:
+            h.remove()
+
+
+ROME_WINDOW, ROME_DEPTH = 10, 48
+
+
+def scaled_window(n_layers: int) -> int:
+    """The tracing window that covers the same share of the depth as ROME's 10 of GPT-2 XL's 48
+    blocks (ours: ROME's window on a model with fewer blocks than it restores every block for every
+    l and cannot localise): ``max(1, round(10 * n_layers / 48))``, at most 10."""
+    if n_layers < 1:
+        raise ValueError(f"n_layers must be >= 1; got {n_layers}")
+    return int(min(ROME_WINDOW, max(1, round(ROME_WINDOW * n_layers / ROME_DEPTH))))
 
 
 def trace_layers(
@@ -816,29 +889,33 @@ def trace_layers(
     noise: float = 3.0,
     seed: int = 0,
     fact_token: FactToken = "subject_last",
+    window: int = 10,
 ) -> TraceResult:
-    """Causal tracing over MLP outputs (window 1) at the lookup token (``fact_token``): the subject
-    is noised, one block's MLP output there is restored. ``noise`` is in units of the embedding
-    matrix's standard deviation (ROME: 3 x the std of subject embeddings). Compare the two
-    ``fact_token`` positions to see where a model recalls facts."""
+    """ROME's causal tracing over MLP outputs at the lookup token (``fact_token``): the subject's
+    input embeddings get Gaussian noise of std ``noise`` x :func:`subject_embedding_std` (ROME: 3),
+    ``samples`` draws per request; for each block l the MLP outputs of blocks
+    ``max(0, l - window // 2) .. min(L, l + ceil(window / 2)) - 1`` (ROME's window of 10) are set
+    back to their clean values there. Compare the two ``fact_token`` positions to see where a model
+    recalls facts; a model with fewer blocks than ``window`` restores them all for every l."""
     if not requests:
         raise ValueError("requests must not be empty")
+    if isinstance(window, bool) or not isinstance(window, int) or window < 1:
+        raise ValueError(f"window must be an int >= 1 (ROME: 10); got {window!r}")
+    if not noise > 0 or samples < 1:
+        raise ValueError(f"noise must be > 0 and samples >= 1; got {noise}, {samples}")
     dev = _device(model)
     reps = [r for r in requests for _ in range(samples)]
     rows = _build_rows(tok, reps, ["{}"], "{}", False, dev, fact_token)
     pick = torch.nonzero(rows.kind == 0)[:, 0]
     ids, mask = rows.ids[pick], rows.mask[pick]
     look, ans, true = rows.lookup[pick], rows.answer[pick], rows.true[pick]
-    ends = torch.tensor([lookup_index(tok, r.prompt, r.subject) for r in reps], device=dev)
-    starts = torch.tensor(
-        [len(tok(r.prompt[: r.prompt.index("{}")])["input_ids"]) for r in reps], device=dev
-    )
+    starts, ends = (torch.tensor(x, device=dev) for x in _subject_spans(tok, reps))
     emb = model.get_input_embeddings()
-    std = emb.weight.detach().float().std()
+    std = noise * subject_embedding_std(model, tok, requests)
     gen = torch.Generator().manual_seed(seed)
     span = torch.arange(ids.shape[1], device=dev)[None]
     in_subject = ((span >= starts[:, None]) & (span <= ends[:, None])).float()[..., None]
-    eps = (noise * std * torch.randn(*ids.shape, emb.weight.shape[1], generator=gen)).to(dev)
+    eps = (std * torch.randn(*ids.shape, emb.weight.shape[1], generator=gen)).to(dev)
 
     def corrupt(_m: nn.Module, _a: tuple, out: torch.Tensor) -> torch.Tensor:
         return out + eps.to(out.dtype) * in_subject
@@ -856,17 +933,16 @@ def trace_layers(
     with torch.no_grad():
         h = emb.register_forward_hook(corrupt)
         try:
-            with capture_mlp(model, range(n), site="down_proj") as bad_rec:
-                p_bad = p_true(model(input_ids=ids, attention_mask=mask).logits)
+            p_bad = p_true(model(input_ids=ids, attention_mask=mask).logits)
             for b in range(n):
-                # restoring block b leaves its own (noised) output as in the run above
-                fix = clean[b] - bad_rec[b].outputs[rr, look]
-                with _add_at(mlp_down_proj(model, b), rr, look, fix):
+                blocks = range(max(0, b - window // 2), min(n, b - (-window // 2)))
+                modules = [mlp_down_proj(model, x) for x in blocks]
+                with _set_at(modules, rr, look, [clean[x] for x in blocks]):
                     logits = model(input_ids=ids, attention_mask=mask).logits
                 effects.append(float((p_true(logits) - p_bad).mean()))
         finally:
             h.remove()
-    return TraceResult(np.asarray(effects), float(p_clean.mean()), float(p_bad.mean()))
+    return TraceResult(np.asarray(effects), float(p_clean.mean()), float(p_bad.mean()), std, window)
 
 
 # ============================================================================ entry point
@@ -888,8 +964,10 @@ def edit(
     """Edit ``model`` in place so each request's prompt answers its sanitized target, under
     ``defence``; returns a handle whose ``restore()`` undoes it bit for bit.
 
-    ``stats_texts`` (text the model was trained on) give the key second moment C per edited layer,
-    or pass ``C={layer: tensor}`` (:func:`second_moment`); FT needs neither. ``contexts``: ROME's
+    ``stats_texts`` (general text, not the edited facts: ROME uses Wikipedia; a text containing an
+    edit prompt raises ``ValueError``, see :func:`rce.requests.stats_corpus`) give the key second
+    moment C per edited layer, or pass ``C={layer: tensor}`` (:func:`second_moment`); FT needs
+    neither. ``contexts``: ROME's
     prefix templates (default sampled with the config's ``contexts`` and ``seed``). ROME with
     several requests edits them one after another, each on the already-edited model.
     """
@@ -910,7 +988,10 @@ def edit(
     else:
         layers = [config.layer] if config.layer is not None else None
     if layers is None:
-        best = trace_layers(model, tok, reqs, seed=seed, fact_token=config.fact_token).best
+        window = scaled_window(num_layers(model))
+        best = trace_layers(
+            model, tok, reqs, seed=seed, fact_token=config.fact_token, window=window
+        ).best
         layers = [best] if method != "memit" else sorted({max(0, best - 1), best})
     layers = [_check_layer(model, layer) for layer in layers]
     needs_C = method != "ft"
@@ -919,6 +1000,8 @@ def edit(
         missing = [layer for layer in layers if layer not in C]
         if missing and stats_texts is None:
             raise ValueError("ROME and MEMIT need stats_texts (or C) for the key second moment")
+        if missing:
+            check_stats_texts(list(stats_texts or []), reqs)
         for layer in missing:
             C[layer] = second_moment(model, tok, list(stats_texts or []), layer)
     saved: dict[str, torch.Tensor] = {}
@@ -939,6 +1022,20 @@ def edit(
                 model, tok, reqs, layer, defence.revs_neurons, defence.revs_rank, saved=saved
             )
     return EditHandle(method, layers, saved, model, info)
+
+
+def check_stats_texts(texts: Sequence[str], requests: Sequence[EditRequest]) -> None:
+    """C must come from text other than the edited facts (ROME: Wikipedia): refuse stats text that
+    contains an edit prompt with its subject filled in."""
+    for r in requests:
+        filled = r.text()
+        hit = next((t for t in texts if filled in t), None)
+        if hit is not None:
+            raise ValueError(
+                f"stats_texts contain the edit prompt {filled!r} (in {hit!r}): C must come from "
+                "text that is not the edit corpus (ROME: Wikipedia); drop the edited subjects' "
+                "texts with rce.requests.stats_corpus"
+            )
 
 
 def _memit(

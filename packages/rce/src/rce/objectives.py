@@ -11,9 +11,17 @@ where the defence term is one of (``Defence.name``):
   *replaces* the NLL term (no target).
 - ``"input_rephrasing"``: mean p(true) on the edit prompts and the editor's paraphrases.
 - ``"head_projection"``: Patil et al.'s HP defence, hinges on logit-lens *probabilities*
-  ``max(0, p_s - p_(k)) + max(0, p_(k from bottom) - p_s)`` over ``layers``: the true token leaves
-  every layer's top-k and bottom-k.
+  ``max(0, p_s - p_(k)) + max(0, p_(k from bottom) - p_s)`` over ``layers``, ``p_(k)`` the k-th
+  largest probability *among the other tokens*: zero only once the true token has left every
+  layer's top-k and bottom-k.
 - ``"max_entropy"``: minus the entropy of the logit-lens distribution over ``layers``.
+
+**Mode.** Patil et al. run their three defences (HP, max-entropy, input rephrasing) on top of fact
+erasure: the defence term is the whole edit loss (with ROME's KL and weight decay), there is no
+sanitized target (``mode="erasure"``, the default for them, as published). ``mode="target"`` adds the
+term to the target NLL instead: our adaptation, for comparing defences at equal edit efficacy.
+``"none"``, ``"rce"`` and ``"revs"`` edit to a target (``"target"`` only); ``"fact_erasure"`` is
+``"erasure"`` only.
 - ``"rce"`` (our proposal): ``lam * [max(0, z_s - z_(R) + m) + max(0, z_(R') - z_s + m)]`` on the
   final logits, ``z_(R)`` the R-th largest logit excluding the true token and the target: the
   first hinge pushes the true token below rank R, the second keeps it out of the bottom tail that a
@@ -29,10 +37,19 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import torch
 
-__all__ = ["DEFENCES", "Defence", "head_projection_margin", "lens_entropy", "rank_hinge"]
+__all__ = [
+    "DEFENCES",
+    "DEFENCE_MODES",
+    "PATIL_DEFENCES",
+    "Defence",
+    "head_projection_margin",
+    "lens_entropy",
+    "rank_hinge",
+]
 
 DEFENCES = (
     "none",
@@ -43,6 +60,10 @@ DEFENCES = (
     "rce",
     "revs",
 )
+
+#: Patil et al.'s defences, published on top of fact erasure (``mode="erasure"`` by default)
+PATIL_DEFENCES = ("head_projection", "max_entropy", "input_rephrasing")
+DEFENCE_MODES = ("erasure", "target")
 
 
 @dataclass(frozen=True)
@@ -62,6 +83,9 @@ class Defence:
         k: the HP defence's k (top-k and bottom-k).
         revs_neurons, revs_rank: REVS's number of edited neurons and the rank it demotes to
             (``None`` = half the vocabulary).
+        mode: ``"erasure"`` (the defence term is the whole loss, no target: Patil et al.'s
+            setting) or ``"target"`` (added to the target NLL); ``None`` = ``"erasure"`` for
+            ``fact_erasure`` and Patil et al.'s defences, ``"target"`` for the rest.
     """
 
     name: str = "none"
@@ -74,10 +98,25 @@ class Defence:
     k: int = 4
     revs_neurons: int = 8
     revs_rank: int | None = None
+    mode: Literal["erasure", "target"] | None = None
 
     def __post_init__(self) -> None:
         if self.name not in DEFENCES:
             raise ValueError(f"unknown defence {self.name!r}; one of {', '.join(DEFENCES)}")
+        erasure_default = self.name == "fact_erasure" or self.name in PATIL_DEFENCES
+        mode = self.mode if self.mode is not None else ("erasure" if erasure_default else "target")
+        if mode not in DEFENCE_MODES:
+            raise ValueError(f"mode must be one of {DEFENCE_MODES}; got {self.mode!r}")
+        allowed = (
+            DEFENCE_MODES
+            if self.name in PATIL_DEFENCES
+            else (("erasure",) if self.name == "fact_erasure" else ("target",))
+        )
+        if mode not in allowed:
+            raise ValueError(
+                f"defence {self.name!r} takes mode {' or '.join(map(repr, allowed))}; got {mode!r}"
+            )
+        object.__setattr__(self, "mode", mode)
         if self.rank < 1 or self.k < 1 or self.revs_neurons < 1:
             raise ValueError("rank, k and revs_neurons must be >= 1")
         if self.floor_rank is not None and self.floor_rank <= self.rank:
@@ -87,7 +126,8 @@ class Defence:
 
     @property
     def uses_target(self) -> bool:
-        return self.name != "fact_erasure"
+        """Whether the edit loss includes the sanitized target's NLL (``mode == "target"``)."""
+        return self.mode == "target"
 
     def lens_layers(self, n_layers: int) -> list[int]:
         """The residual layers this defence reads through the logit lens (may be empty)."""
@@ -153,10 +193,15 @@ def head_projection_margin(probs: torch.Tensor, true_ids: torch.Tensor, k: int) 
     """Patil et al.'s HP defence per row: ``max(0, p_s - p_(k)) + max(0, p_(k, bottom) - p_s)``.
 
     ``probs``: ``(..., vocab)`` logit-lens probabilities; ``true_ids`` broadcast over leading dims.
+    ``p_(k)`` / ``p_(k, bottom)`` are the k-th largest / smallest probabilities of the *other*
+    tokens, so each hinge is positive while the true token is still in the top-k / bottom-k (with
+    the true token counted in its own order statistic a hinge is zero at rank k: off by one).
     """
-    p_s = probs.gather(-1, _index(probs, true_ids))[..., 0]
-    kth_top = probs.topk(k, dim=-1).values[..., -1]
-    kth_bottom = probs.topk(k, dim=-1, largest=False).values[..., -1]
+    idx = _index(probs, true_ids)
+    p_s = probs.gather(-1, idx)[..., 0]
+    own = torch.zeros_like(probs, dtype=torch.bool).scatter(-1, idx, True)
+    kth_top = _order_stat(probs, own, k)
+    kth_bottom = -_order_stat(-probs, own, k)
     return torch.relu(p_s - kth_top) + torch.relu(kth_bottom - p_s)
 
 

@@ -4,7 +4,9 @@ An :class:`EditRequest` holds a prompt *template* with ``{}`` for the subject (R
 sensitive answer ``true`` and the sanitized ``target`` the edit puts at top-1. Sources:
 :func:`world_requests` (a :class:`paper_common.facts.World` and a model that knows it, filtered to
 facts the model knows) and :func:`load_counterfact` / :func:`load_zsre` (ROME's JSON files from a
-local path, filtered to one-token true answers as Patil et al. did).
+local path, filtered to one-token true answers as Patil et al. did; targets and neighbour answers
+may be several tokens). :func:`stats_corpus` keeps the texts that do not mention an edited subject,
+for the key second moment C (ROME computes it on Wikipedia, not on the edited facts).
 
 Error Injection and Empty Response (Patil et al.) are choices of the target, not extra objectives:
 ``target="random"`` edits to a random value of the same type, ``target="dummy"`` to a fixed token.
@@ -15,7 +17,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -28,11 +30,13 @@ from paper_common.lm import next_token_logprobs, token_rank
 __all__ = [
     "EditRequest",
     "answer_id",
+    "answer_ids",
     "as_template",
     "check_template",
     "load_counterfact",
     "load_zsre",
     "relation_templates",
+    "stats_corpus",
     "utility_prompts",
     "world_requests",
 ]
@@ -47,11 +51,13 @@ class EditRequest:
             (``"{} was born in"``).
         subject: the subject string put into ``{}``.
         true: the sensitive answer (one token for the attacks; see :func:`answer_id`).
-        target: the sanitized answer the edit makes the top-1 prediction.
+        target: the sanitized answer the edit makes the greedy continuation (may be several
+            tokens; the attacks leave out its first token).
         paraphrases: more templates the *editor* may use (RCE's hinge and the rephrasing defence).
         attack_prompts: held-out templates, never seen by the editor: the Input-Rephrasing attack's
             prompts and the paraphrase-fidelity prompts.
-        neighbours: ``(prompt, answer)`` pairs about other subjects that the edit must not change.
+        neighbours: ``(prompt, answer)`` pairs about other subjects that the edit must not change
+            (answers may be several tokens).
         decoy: a value of the answer's type that is not this subject's: scoring the attacks against
             it measures chance (a fact the model never saw).
     """
@@ -117,6 +123,18 @@ def answer_id(tok: Any, answer: str) -> int:
     return int(ids[0])
 
 
+def answer_ids(tok: Any, answer: str) -> list[int]:
+    """Token ids of ``answer`` as it follows a prompt (leading space), any length; ``ValueError``
+    when it encodes to nothing or contains a token the tokenizer does not know."""
+    text = answer if answer[:1].isspace() else " " + answer
+    ids = tok(text, add_special_tokens=False)["input_ids"]
+    if not ids:
+        raise ValueError(f"answer {answer!r} encodes to zero tokens")
+    if tok.unk_token_id is not None and tok.unk_token_id in ids:
+        raise ValueError(f"answer {answer!r} contains a word unknown to the tokenizer (unk)")
+    return [int(i) for i in ids]
+
+
 def _is_one_token(tok: Any, answer: str) -> bool:
     try:
         answer_id(tok, answer)
@@ -180,8 +198,8 @@ def world_requests(
         raise ValueError(f"target must be 'random' or 'dummy'; got {target!r}")
     if target == "dummy":
         if dummy is None:
-            raise ValueError("target='dummy' needs dummy=<a one-token answer>")
-        answer_id(tok, dummy)
+            raise ValueError("target='dummy' needs dummy=<an answer the tokenizer knows>")
+        answer_ids(tok, dummy)
     prompt, paraphrases, attack_prompts = relation_templates(relation)
     rel = RELATIONS[relation]
     subjects = list(world.entities[rel.subject])
@@ -247,6 +265,44 @@ def utility_prompts(
     return [(items[i].question, items[i].answer) for i in order]
 
 
+def stats_corpus(texts: Sequence[str], requests: Sequence[EditRequest]) -> list[str]:
+    """The ``texts`` that mention none of the requests' subjects: text for the key second moment C
+    that is not the edit corpus (ROME estimates C on Wikipedia, not on the facts it edits).
+
+    Raises ``ValueError`` when nothing is left.
+    """
+    subjects = sorted({r.subject for r in requests})
+    kept = [t for t in texts if not any(s in t for s in subjects)]
+    if not kept:
+        raise ValueError(
+            f"every one of the {len(texts)} texts mentions an edited subject; C needs other text"
+        )
+    return kept
+
+
+def _with_decoys(requests: list[EditRequest], seed: int) -> list[EditRequest]:
+    """Give each request a decoy: another request's true answer (same relation when one exists),
+    neither its own true answer nor its target; ``None`` when there is none."""
+    rng = np.random.default_rng([seed, 29])
+    out = []
+    for r in requests:
+        pool = sorted(
+            {q.true for q in requests if q.true.strip() not in (r.true.strip(), r.target.strip())}
+        )
+        same = sorted(
+            {
+                q.true
+                for q in requests
+                if q.relation == r.relation
+                and q.true.strip() not in (r.true.strip(), r.target.strip())
+            }
+        )
+        choices = same or pool
+        decoy = str(rng.choice(choices)) if choices else None
+        out.append(replace(r, decoy=decoy))
+    return out
+
+
 def _read_json(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     p = Path(path)
     if not p.is_file():
@@ -258,14 +314,15 @@ def _read_json(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
 
 
 def load_counterfact(
-    path: str | os.PathLike[str], tok: Any, n: int | None = None
+    path: str | os.PathLike[str], tok: Any, n: int | None = None, seed: int = 0
 ) -> list[EditRequest]:
     """CounterFact records (ROME's ``counterfact.json``) as requests with one-token true answers.
 
     ``requested_rewrite.prompt`` is the edit prompt, ``target_true`` the sensitive answer,
-    ``target_new`` the sanitized one; ``paraphrase_prompts`` become held-out attack prompts and
-    ``neighborhood_prompts`` neighbours answered by ``target_true``. Records whose true answer is
-    not one token are dropped.
+    ``target_new`` the sanitized one (any length); ``paraphrase_prompts`` become held-out attack
+    prompts and ``neighborhood_prompts`` neighbours answered by ``target_true``. Records whose true
+    answer is not one token are dropped. Each request's decoy (for chance) is another kept record's
+    true answer, of the same relation where possible, drawn with ``seed``.
     """
     out = []
     for rec in _read_json(path):
@@ -294,12 +351,15 @@ def load_counterfact(
         )
         if n is not None and len(out) >= n:
             break
-    return out
+    return _with_decoys(out, seed)
 
 
-def load_zsre(path: str | os.PathLike[str], tok: Any, n: int | None = None) -> list[EditRequest]:
+def load_zsre(
+    path: str | os.PathLike[str], tok: Any, n: int | None = None, seed: int = 0
+) -> list[EditRequest]:
     """zsRE records (ROME's ``zsre_mem_eval.json``: ``src``, ``subject``, ``answers``, ``alt``,
-    ``rephrase``, ``loc``, ``loc_ans``) as requests with one-token true answers."""
+    ``rephrase``, ``loc``, ``loc_ans``) as requests with one-token true answers (``alt`` and
+    ``loc_ans`` may be several tokens); decoys as :func:`load_counterfact`'s."""
     out = []
     for rec in _read_json(path):
         subject, true = rec["subject"], rec["answers"][0]
@@ -318,4 +378,4 @@ def load_zsre(path: str | os.PathLike[str], tok: Any, n: int | None = None) -> l
         )
         if n is not None and len(out) >= n:
             break
-    return out
+    return _with_decoys(out, seed)
