@@ -4,6 +4,7 @@ bad items are refused."""
 
 import functools
 import operator
+import re
 
 import numpy as np
 import pytest
@@ -40,9 +41,13 @@ def items(world):
 
 @pytest.fixture(scope="module")
 def trained(tok, items):
-    """A model that has memorised the QA and verification pairs of ``items``."""
+    """A model that has memorised the QA and verification pairs of ``items``: 1000 steps, not 400.
+    At 400 steps the model had learned each verification prompt's majority answer (one correct
+    answer against two controls: "correct?" -> False, "incorrect?" -> True) and not yet the facts,
+    so balanced accuracy sat at chance (0.5) on the fixed-vocabulary World; trained to memorisation,
+    a reader that works must give back what was taught."""
     model = tiny_causal_lm(tok, "llama", n_layers=2, d_model=64, n_heads=4, seed=0)
-    train_causal_lm(model, tok, pairs=format_pairs(items), steps=400, lr=3e-3, batch_size=32)
+    train_causal_lm(model, tok, pairs=format_pairs(items), steps=1000, lr=3e-3, batch_size=32)
     return model
 
 
@@ -50,8 +55,11 @@ def test_a_trained_model_generates_and_verifies_what_it_was_taught(trained, tok,
     res = evaluate_gv(trained, tok, items)
     s = res.summary()
     assert s["gen_acc"] >= 0.9
-    assert s["ver_acc"] >= 0.8
+    # a memorised training set read back: the headline (each verification prompt on its own,
+    # chance 0.5) and the six-way conjunction per fact (chance 1/64) both near 1, the bars of the
+    # test before issue 46 (not lowered to fit a number)
     assert s["balanced_acc"] >= 0.9
+    assert s["ver_acc"] >= 0.8
     assert s["gen_rank3"] >= 0.9
     fresh = tiny_causal_lm(tok, "llama", n_layers=2, d_model=64, n_heads=4, seed=1)
     s0 = evaluate_gv(fresh, tok, items).summary()
@@ -124,3 +132,21 @@ def test_bad_items_are_refused(world, tok, trained, items):
     with pytest.raises(ValueError, match="n_controls"):
         world_items(world, world.facts("all")[:2], n_controls=0)
     assert torch.is_grad_enabled()  # evaluation left autograd as it was
+
+
+def test_words_the_tokenizer_does_not_know_are_refused(trained, tok, items):
+    """Issue 46: a prompt with a word the tokenizer maps to <unk> was scored silently (the model
+    read <unk> in its place); now every entry point names the item and the unknown word."""
+    it = items[0]
+    unknown = "Xyzzyqua"
+    assert tok.unk_token_id in tok(f" {unknown}", add_special_tokens=False)["input_ids"]
+    in_question = GVItem(it.key, it.question.replace("?", f" {unknown}?"), it.answer, it.controls)
+    in_control = GVItem(it.key, it.question, it.answer, (unknown, *it.controls[1:]))
+    in_prefix = GVItem(it.key, it.question, it.answer, it.controls, claim_prefix=unknown)
+    for bad in (in_question, in_control, in_prefix):
+        with pytest.raises(ValueError, match=rf"{re.escape(it.key)}.*{unknown}"):
+            evaluate_gv(trained, tok, [items[1], bad])
+    with pytest.raises(ValueError, match=unknown):
+        measure_song_gap(trained, tok, [in_question], n=2)
+    # the likelihood verifier is the only reader of the claim prefix: off, it is not checked
+    evaluate_gv(trained, tok, [in_prefix], likelihood=False, choices=False)

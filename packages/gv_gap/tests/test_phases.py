@@ -103,7 +103,7 @@ def test_bad_config_and_phases_are_refused():
 def _acquisition(gen, ver):
     from gv_gap import GVRun
 
-    rows = [{"gen_acc": g, "ver_acc": v} for g, v in zip(gen, ver, strict=True)]
+    rows = [{"gen_acc": g, "balanced_acc": v} for g, v in zip(gen, ver, strict=True)]
     return GVRun(seed=0, config=TINY, curves={"acquisition": rows})
 
 
@@ -120,7 +120,7 @@ def test_saturation_waits_for_a_capability_still_rising_and_names_a_flat_one():
     }  # fmt: skip
     # verification never rises: nothing to wait for, left out but named
     assert saturation(_acquisition(settled, flat)) == {
-        "epoch": 2, "flat": ["ver_acc"], "censored": []
+        "epoch": 2, "flat": ["balanced_acc"], "censored": []
     }  # fmt: skip
     assert saturation_epoch(_acquisition(flat, flat)) == 7
 

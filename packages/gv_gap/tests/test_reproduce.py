@@ -131,7 +131,8 @@ def test_format_control_reads_balanced_accuracy_on_format_facts():
 BASE = {
     "config": "c", "phase": "continual+6", "seeds": 3, "clamped": 0, "retention_gap": 0.2,
     "ci_low": 0.15, "ci_high": 0.3, "dropped": 0.0, "gen_start": 0.9, "gen_end": 0.5,
-    "ver_start": 0.8, "ver_end": 0.8, "ll_start": 1.0, "ll_end": 0.9,
+    "ver_start": 0.8, "ver_end": 0.8, "conjunction_start": 0.6, "conjunction_end": 0.5,
+    "ll_start": 1.0, "ll_end": 0.9,
     "ll_retention_gap": 0.3, "ll_ci_low": 0.2, "ll_ci_high": 0.4,
 }  # fmt: skip
 
@@ -164,10 +165,10 @@ def test_continual_claims_not_measured_when_clamped_or_undefined():
     assert clamped.missing_parts() == []
     some = _continual_claim({**BASE, "seeds": 2, "clamped": 1}, good)
     assert some.note.startswith("1 seed(s) left out")
-    undefined = _continual_claim({**BASE, "retention_gap": float("nan"), "ver_start": 0.0}, good)
+    undefined = _continual_claim({**BASE, "retention_gap": float("nan"), "ver_start": 0.5}, good)
     assert undefined.value is None
     assert undefined.verdict == "inconclusive"
-    assert undefined.note.startswith("not measured: verification starts at 0")
+    assert undefined.note.startswith("not measured: verification starts at chance")
 
 
 def test_lead_claim_on_planted_times():
@@ -222,3 +223,58 @@ def test_song_means_count_the_seeds_they_average():
     assert out["relative_gap"] == pytest.approx(0.1)  # nanmean, but now said
     assert out["seeds_relative_gap"] == 1
     assert out["seeds_gap"] == 2
+
+
+def _planted_run(seed: int, n: int = 12, epochs: int = 16, t_ver: int = 2, t_gen: int = 8):
+    """A planted acquisition: from ``t_ver`` on the model accepts the answer and rejects the first
+    control in both polarities, and rejects the second only in the "correct?" polarity (5 of its 6
+    prompts right: balanced accuracy 0.875, the six-way conjunction never); generation, rank and
+    MC from ``t_gen`` on. Before, it says True to
+    everything (balanced accuracy 0.5)."""
+    from gv_gap.measure import GVResult
+
+    rows, results = [], []
+    for e in range(epochs + 1):
+        margin = np.ones((n, 3, 2))
+        if e >= t_ver:
+            margin[:, 0, 1] = -1.0  # the answer accepted in both polarities
+            margin[:, 1, 0] = -1.0  # control 1 rejected in both
+            margin[:, 2, 0] = -1.0  # control 2 rejected when asked "correct?" only
+            margin[:, 2, 1] = -1.0
+        gen = np.full(n, e >= t_gen)
+        res = GVResult([str(i) for i in range(n)], 2, [""] * n, gen, margin,
+                       first_token_rank=np.where(gen, 1, 50), mc_ok=gen, ll_ok=gen)  # fmt: skip
+        rows.append({"epoch": float(e), **res.summary()})
+        results.append(res)
+    return SimpleNamespace(
+        seed=seed,
+        curves={"acquisition": rows},
+        results={"acquisition": results},
+        info={"saturation_epoch": t_gen},
+        format_result=_result(20, True),
+        curve=lambda phase, m, rows=rows: np.array([r[m] for r in rows]),
+    )
+
+
+def test_the_headline_is_per_prompt_balanced_verification():
+    """Issue 46: verification is read per prompt, as factgap reports it (balanced accuracy of
+    target and control prompts); the per-fact six-way conjunction stays secondary. On a planted
+    run where every prompt but one of six per fact is right from epoch 2 and generation comes at
+    epoch 8, verification leads; the conjunction (never reached) made the claim undecidable."""
+    from gv_gap.reproduce import _analyse, _claims
+
+    runs = {"c": [_planted_run(s) for s in range(3)]}
+    first = runs["c"][0].results["acquisition"][4].summary()
+    assert first["balanced_acc"] == pytest.approx((1 + 0.75) / 2)
+    assert first["ver_acc"] == 0.0
+    analysis = {"c": _analyse("c", runs["c"])}
+    report = Report(package="gv_gap", title="t", scale="smoke", seed=0)
+    _claims(report, runs, analysis)
+    lead = report.claims[0]
+    assert "before its generation" in lead.statement
+    assert lead.verdict == "supported", lead.reason
+    assert "balanced" in lead.metric
+    assert lead.value == pytest.approx(6.0, abs=1.0)
+    matched = report.claims[2]
+    assert "matched generation" in matched.statement
+    assert matched.verdict == "supported"

@@ -31,6 +31,7 @@ from gv_gap.measure import (
     measure_song_gap,
     song_gap,
     two_by_two,
+    unknown_words,
     verification_rates,
 )
 from gv_gap.phases import PHASES, GVConfig, GVRun, run_gv, saturation_epoch
@@ -59,6 +60,7 @@ __all__ = [
     "song_gap",
     "statement_texts",
     "two_by_two",
+    "unknown_words",
     "verification_prompt",
     "verification_rates",
     "verification_target",

@@ -49,6 +49,7 @@ __all__ = [
     "song_gap",
     "true_false_ids",
     "two_by_two",
+    "unknown_words",
     "verification_rates",
 ]
 
@@ -128,6 +129,9 @@ class GVResult:
     ll_ok: np.ndarray | None = None
     gen_old: np.ndarray | None = None
     leak: np.ndarray | None = None
+    #: (n, 1 + n_controls, 2) per-prompt correctness (1 right, 0 wrong, NaN no valid reply); None:
+    #: read from ``margin`` (the answer accepted, a control rejected; every prompt valid)
+    prompt_ok: np.ndarray | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -153,15 +157,50 @@ class GVResult:
         acc = self.accept
         return self.ver_ok & acc[:, -1].all(axis=1)
 
+    @property
+    def per_prompt(self) -> np.ndarray:
+        """``(n, 1 + n_controls, 2)``: each verification prompt graded on its own, as factgap grades
+        it: right when the answer is accepted (index 0) or a control rejected; NaN where the reply
+        was not valid (chat path)."""
+        if self.prompt_ok is not None:
+            return np.asarray(self.prompt_ok, dtype=float)
+        acc = self.accept[:, : 1 + self.n_controls]
+        ok = acc.copy()
+        ok[:, 1:] = ~acc[:, 1:]
+        return ok.astype(float)
+
+    def item_accuracy(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per fact, the accuracy on its target prompts (the answer, both polarities) and on its
+        control prompts (each control, both polarities), over valid replies; 0 for a fact with no
+        valid reply (factgap's ``correct_mean`` / ``control_mean``). Shapes ``(n,)``."""
+        ok = self.per_prompt
+        n = len(self.keys)
+        target, control = ok[:, 0].reshape(n, -1), ok[:, 1:].reshape(n, -1)
+
+        def mean(x: np.ndarray) -> np.ndarray:
+            valid = ~np.isnan(x)
+            count = valid.sum(axis=1)
+            return np.where(count > 0, np.nansum(x, axis=1) / np.maximum(count, 1), 0.0)
+
+        return mean(target), mean(control)
+
+    def item_balanced(self) -> np.ndarray:
+        """Per fact, the balanced per-prompt verification accuracy: the mean of its target and its
+        control accuracy (:meth:`item_accuracy`); 0.5 for a coin, 1 when every prompt is right."""
+        target, control = self.item_accuracy()
+        return (target + control) / 2
+
     def rank_ok(self, k: int = 3) -> np.ndarray:
         if self.first_token_rank is None:
             raise ValueError("this result has no answer ranks")
         return self.first_token_rank <= k
 
     def summary(self) -> dict[str, float]:
-        """Pooled rates: gen_acc, gen_rank3, mc_acc, ll_acc, ver_acc, balanced_acc, true-accept and
-        false-reject per polarity, the 2 × 2 shares, and old_accept / new_accept / multiverse /
-        gen_old (updating) and leak where measured."""
+        """Pooled rates: gen_acc, gen_rank3, mc_acc, ll_acc; verification per prompt as factgap
+        reports it (``ver_target_acc``, ``ver_control_acc``, their mean ``balanced_acc``: the
+        headline; ``ver_valid``: share of valid replies) and the per-fact six-way conjunction
+        ``ver_acc`` (secondary); true-accept and false-reject per polarity, the 2 × 2 shares, and
+        old_accept / new_accept / multiverse / gen_old (updating) and leak where measured."""
         out: dict[str, float] = {"n": float(len(self.keys)), "gen_acc": float(self.gen_ok.mean())}
         if self.first_token_rank is not None:
             out["gen_rank3"] = float(self.rank_ok(3).mean())
@@ -170,6 +209,13 @@ class GVResult:
         if self.ll_ok is not None:
             out["ll_acc"] = float(self.ll_ok.mean())
         out.update(verification_rates(self.accept, self.n_controls))
+        # the headline, as factgap reports it: per-prompt accuracy on target and control prompts,
+        # per fact over valid replies then averaged over facts; balanced = their mean
+        target, control = self.item_accuracy()
+        out["ver_target_acc"] = float(target.mean())
+        out["ver_control_acc"] = float(control.mean())
+        out["balanced_acc"] = (out["ver_target_acc"] + out["ver_control_acc"]) / 2
+        out["ver_valid"] = float((~np.isnan(self.per_prompt)).mean())
         n = max(len(self.keys), 1)
         out.update({k: v / n for k, v in two_by_two(self.gen_ok, self.ver_ok).items()})
         if self.has_old:
@@ -202,6 +248,54 @@ def _check_items(items: Sequence[GVItem]) -> list[GVItem]:
     return items
 
 
+def unknown_words(tok: Any, text: str) -> list[str]:
+    """The pieces of ``text`` that ``tok`` maps to its unknown token (empty when it has none).
+
+    A fast tokenizer names the exact spans; a slow one the whitespace-separated words whose
+    encoding contains the unknown token."""
+    unk = getattr(tok, "unk_token_id", None)
+    if unk is None:
+        return []
+    if getattr(tok, "is_fast", False):
+        enc = tok(text, add_special_tokens=False, return_offsets_mapping=True)
+        return [
+            text[a:b].strip() or text[a:b]
+            for i, (a, b) in zip(enc["input_ids"], enc["offset_mapping"], strict=True)
+            if i == unk
+        ]
+    return [w for w in text.split() if unk in tok(f" {w}", add_special_tokens=False)["input_ids"]]
+
+
+def _check_vocabulary(tok: Any, items: Sequence[GVItem], texts: Any) -> None:
+    """Raise when a prompt ``texts(item)`` yields holds words ``tok`` cannot encode: the model would
+    read ``<unk>`` in their place and be scored on a different question."""
+    for it in items:
+        for text in texts(it):
+            bad = unknown_words(tok, text)
+            if bad:
+                raise ValueError(
+                    f"item {it.key!r}: the tokenizer maps {sorted(set(bad))} in {text!r} to its "
+                    f"unknown token {tok.unk_token!r}; the model cannot read them. Build the "
+                    "tokenizer from every text it will see (gv_gap.items.vocabulary_texts) or use "
+                    "a subword tokenizer"
+                )
+
+
+def _prompt_texts(likelihood: bool, choices: bool) -> Any:
+    """Every text :func:`evaluate_gv` feeds the model for one item (values after a space)."""
+
+    def texts(it: GVItem) -> list[str]:
+        out = [verification_prompt(it, v, p) for v in it.values for p in POLARITIES]
+        out.append(it.question)  # the verification prompts hold every value and the question
+        if likelihood:
+            out.append(it.likelihood_prefix)
+        if it.control_question:
+            out.append(it.control_question)
+        return out
+
+    return texts
+
+
 def _true_false_margin(model: Any, tok: Any, prompts: list[str], batch_size: int) -> torch.Tensor:
     """log P(" True") − log P(" False") of the next token after each prompt."""
     t_id, f_id = true_false_ids(tok)
@@ -230,8 +324,11 @@ def evaluate_gv(
 
     ``choices=False`` skips ranks and multiple choice, ``likelihood=False`` the likelihood verifier
     (both cost a forward pass per value). The model is scored as is (eval mode, no gradients).
+    Raises ``ValueError`` naming the item and the words when a prompt holds words the tokenizer
+    maps to its unknown token.
     """
     items = _check_items(items)
+    _check_vocabulary(tok, items, _prompt_texts(likelihood, choices))
     generated = greedy_answer(model, tok, [it.question for it in items], max_new_tokens, batch_size)
     gen_ok = np.array(
         [grade(g, it.answer, it.aliases) for g, it in zip(generated, items, strict=True)]
@@ -340,6 +437,7 @@ def measure_song_gap(
     """Sample ``n`` answers per question, weight each by the model's own P(True) that it is correct
     (the "correct?" prompt, normalised over True/False), and return :func:`song_gap`."""
     items = _check_items(items)
+    _check_vocabulary(tok, items, lambda it: [it.question])
     out = sample(
         model, tok, [it.question for it in items], n, temperature, max_new_tokens, seed, batch_size
     )

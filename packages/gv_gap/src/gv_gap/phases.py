@@ -145,7 +145,7 @@ def saturation(run: GVRun, fraction: float = 0.8) -> dict[str, Any]:
     last = len(run.curves["acquisition"]) - 1
     times = {
         m: learning_time(run.curve("acquisition", m), fraction=fraction)
-        for m in ("gen_acc", "ver_acc")
+        for m in ("gen_acc", "balanced_acc")
     }
     flat = [m for m, t in times.items() if t.censored == "no rise"]
     censored = [m for m, t in times.items() if t.censored == "still rising"]
@@ -334,6 +334,12 @@ def run_gv(
     else:
         model = copy.deepcopy(model)
     run.info["pretrained"] = tokenizer is not None
+    run.info["model"] = (
+        str(getattr(getattr(model, "config", None), "_name_or_path", "") or type(model).__name__)
+        + " (given, fine-tuned)"
+        if tokenizer is not None
+        else f"tiny {config.arch} d{config.d_model} L{config.n_layers}, from scratch in-package"
+    )
     run.info["parameters"] = sum(p.numel() for p in model.parameters())
 
     def keep(epoch: int) -> None:
