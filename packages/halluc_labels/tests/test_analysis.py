@@ -133,8 +133,12 @@ def test_compare_labelers_on_controlled_answers():
     answers = controlled_answers(world, make_examples(world, "onetoken"))
     got = compare_labelers(answers, [ExactMatch(), TokenF1(), RougeL(0.5)], switches=[("EM", "F1")])
     rows = {r["labeler"]: r for r in got.agreement}
-    # exact match against the reference and its listed aliases *is* the faithfulness criterion
-    assert rows["EM"]["kappa_faithfulness"] == 1.0
+    # exact match against the reference and its listed aliases *is* the faithfulness criterion,
+    # except on abstentions (they claim nothing: faithful, but EM flags them)
+    unfaithful = np.array([not a.faithful for a in answers])
+    em = got.flags["EM"]
+    differ = {a.answer_type for a, f, u in zip(answers, em, unfaithful, strict=True) if f != u}
+    assert differ == {"abstention"}
     assert rows["EM"]["kappa_correctness"] < 0.5
     assert got.flag_rates["EM"]["exact"] == 0.0
     assert got.flag_rates["EM"]["verbose_correct"] == 1.0

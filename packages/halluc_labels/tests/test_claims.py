@@ -29,32 +29,36 @@ def test_old_rules_pass_for_a_labeler_that_is_only_its_training_labels():
     low, p = training_label_rules(UNFAITH, HALLUC, 500, 0)
     assert low > 0
     assert p < 0.05
-    # the rules are now checks of our training, decided on intervals with a negative control
+    # issue 46: judges and NLI are tuned only where the criteria agree, so the claims are paper
+    # claims again, decided on intervals; the null swaps the two arms item by item at random
     flags = {"NLI": _noisy(UNFAITH, 0.05, 1)}
     for j, s in (("a", 2), ("b", 3)):
-        flags[f"{j}[fait]"] = _noisy(UNFAITH, 0.05, s)
-        flags[f"{j}[corr]"] = _noisy(HALLUC, 0.05, s + 10)
-    check = criterion_check(flags, ["NLI", "a[fait]", "b[fait]"], ["a[corr]", "b[corr]"],
+        flags[f"{j}[p1]"] = _noisy(UNFAITH, 0.05, s)
+        flags[f"{j}[p2]"] = _noisy(HALLUC, 0.05, s + 10)
+    check = criterion_check(flags, ["NLI", "a[p1]", "b[p1]"], ["a[p2]", "b[p2]"],
                             UNFAITH, HALLUC, 500, 0, "planted")  # fmt: skip
-    assert check.kind == "check"
+    assert check.kind == "paper"
     assert check.verdict == "supported"
     assert check.negative.verdict == "refuted"
     switch = prompt_check(flags, ["a", "b"], HALLUC, UNFAITH, 500, 0, "planted")
-    assert switch.kind == "check"
+    assert switch.kind == "paper"
     assert switch.verdict == "supported"
     assert switch.negative.verdict == "refuted"
-    # judges that ignore the prompt (both prompts give the same labels): refuted
-    same = flags | {"a[corr]": flags["a[fait]"]}
-    assert prompt_check(same, ["a", "b"], HALLUC, UNFAITH, 500, 0, "").verdict == "refuted"
+    # judges that ignore the prompt (both prompts give the same labels): they cannot show a
+    # prompt effect, so the positive control fails and the claim is inconclusive (review 46)
+    same = flags | {"a[p2]": flags["a[p1]"]}
+    ignored = prompt_check(same, ["a", "b"], HALLUC, UNFAITH, 500, 0, "")
+    assert not ignored.positive.passed
+    assert ignored.verdict == "inconclusive"
     # labelers that follow correctness: the criterion check is refuted
     corr = flags | {"NLI": _noisy(HALLUC, 0.05, 7)}
-    assert criterion_check(corr, ["NLI", "a[fait]"], ["a[corr]"], UNFAITH, HALLUC, 500, 0,
+    assert criterion_check(corr, ["NLI", "a[p1]"], ["a[p2]"], UNFAITH, HALLUC, 500, 0,
                            "").verdict == "refuted"  # fmt: skip
 
 
 def test_criterion_checks_need_criteria_that_differ():
-    flags = {"NLI": HALLUC.copy(), "a[fait]": HALLUC.copy(), "a[corr]": HALLUC.copy()}
-    check = criterion_check(flags, ["NLI", "a[fait]"], ["a[corr]"], HALLUC, HALLUC, 200, 0, "")
+    flags = {"NLI": HALLUC.copy(), "a[p1]": HALLUC.copy(), "a[p2]": HALLUC.copy()}
+    check = criterion_check(flags, ["NLI", "a[p1]"], ["a[p2]"], HALLUC, HALLUC, 200, 0, "")
     assert check.verdict == "inconclusive"
     assert not check.positive.passed
 

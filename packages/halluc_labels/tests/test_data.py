@@ -41,8 +41,8 @@ def test_every_answer_type_gets_its_two_labels(world):
         assert p.answer_type == a.answer_type, a.answer
     # the two criteria part exactly on these types
     assert TYPE_LABELS["verbose_correct"] == (True, False)
-    assert TYPE_LABELS["outdated_reference"] == (True, False)
-    assert TYPE_LABELS["stale_exact"] == (False, True)
+    assert TYPE_LABELS["outdated_reference"] == (False, False)  # reference-first
+    assert TYPE_LABELS["stale_exact"] == (True, True)
     assert all(TYPE_LABELS[t] == (True, False) for t in CORRECT_UNSUPPORTED_TYPES)
 
 
@@ -58,7 +58,7 @@ def test_labels_follow_the_world_not_the_type_table(world):
         f"{truth}. {truth} is located in {wrong_country}.": (False, False),
         country: (True, False),  # under-specific but true
         wrong_country: (False, False),
-        "I do not know.": (True, False),
+        "I do not know.": (True, True),
     }
     got = label_answers(world, [ex] * len(cases), list(cases), "hand")
     assert [(g.correct, g.faithful) for g in got] == list(cases.values())

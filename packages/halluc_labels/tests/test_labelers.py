@@ -108,7 +108,7 @@ def tiny():
         for q, r, a in zip(Q, R, ["Shakespeare", "Paris", "Jupiter"], strict=True)
         for p in PROMPTS
     ]
-    tok = build_tokenizer([*texts, "Yes No Unsure Lyon Saturn It is"])
+    tok = build_tokenizer([*texts, "0 1 -1 Lyon Saturn It is"])
     return tiny_causal_lm(tok, "llama", 1, 32, 2, seed=0), tok
 
 
@@ -229,16 +229,18 @@ def test_nli_labeler_loads_from_a_local_path(tiny, tmp_path):
         NLILabeler.from_pretrained(tmp_path / "empty")
 
 
-def test_judge_reads_yes_vs_no(tiny):
+def test_judge_reads_label_0_vs_1(tiny):
     model, tok = tiny
     judge = JudgeLabeler(model, tok, "faithfulness")
+    assert (judge.prompt, judge.criterion) == ("p1", "faithfulness")
     texts = judge.texts(Q, R, ["Shakespeare", "Lyon", "Saturn"])
+    assert texts[0].endswith('{"label":')
     lp = torch.log_softmax(model(**tok(texts[:1], return_tensors="pt")).logits[0, -1].float(), -1)
-    yes, no = lp[tok.convert_tokens_to_ids("▁Yes")], lp[tok.convert_tokens_to_ids("▁No")]
-    expected = torch.sigmoid(yes - no).item()
+    zero, one = lp[tok.convert_tokens_to_ids("▁0")], lp[tok.convert_tokens_to_ids("▁1")]
+    expected = torch.sigmoid(zero - one).item()  # support: P(label 0, no hallucination)
     assert judge.score(Q[:1], R[:1], ["Shakespeare"])[0] == pytest.approx(expected, abs=1e-5)
     assert "Question:" not in JudgeLabeler(model, tok, show_question=False).texts(Q, R, Q)[0]
-    assert "Unsure" in JudgeLabeler(model, tok, unsure=True).texts(Q, R, Q)[0]
+    assert "-1" in JudgeLabeler(model, tok, unsure=True).texts(Q, R, Q)[0]
     gen = JudgeLabeler(model, tok, verdict="generate")
     scores = gen.score(Q, R, ["a", "b", "c"])
     assert set(scores.tolist()) <= {0.0, 0.5, 1.0}
@@ -258,8 +260,9 @@ def test_judge_uses_the_chat_template(tiny):
     judge = JudgeLabeler(model, tok)
     assert judge.chat_template
     text = judge.texts(Q[:1], R[:1], ["Shakespeare"])[0]
-    assert text.startswith("[user] Reference: William Shakespeare (also: Shakespeare).")
-    assert text.endswith("[assistant]")
+    assert text.startswith("[user] " + PROMPTS["p2"])
+    assert "Reference answer: William Shakespeare (also: Shakespeare)." in text
+    assert text.endswith('[assistant]{"label":')
 
 
 class _Fixed(ExactMatch):

@@ -20,17 +20,24 @@ if TYPE_CHECKING:
     from halluc_labels.labelers import Labeler
 
 __all__ = [
+    "JudgeEvaluation",
     "LabelerComparison",
     "PromptSwitch",
+    "ThresholdLabels",
     "agreement_table",
     "bootstrap_kappa_diff",
     "compare_labelers",
     "detector_auroc",
+    "evaluate_judge",
     "flag_rates_by_type",
     "kappa",
     "kappa_matrix",
+    "label_metrics",
     "mcnemar_exact",
+    "metrics_by_generator",
     "prompt_switch",
+    "select_threshold",
+    "threshold_labels",
 ]
 
 
@@ -291,3 +298,167 @@ def compare_labelers(
         flag_rates={n: flag_rates_by_type(f, types, type_order) for n, f in flags.items()},
         switches=rows,
     )
+
+
+# --------------------------------------------------------------------- the paper's metrics
+def label_metrics(pred: np.ndarray, truth: np.ndarray) -> dict[str, float | int]:
+    """One label source against the truth (True = hallucination), as Valjakka et al. report it:
+    Cohen's kappa, bias (share flagged minus share truly hallucinated: > 0 over-flags), false
+    positives and negatives, FP share of the errors (0 when there are none), FPR = FP / (FP + TN)
+    and FNR = FN / (FN + TP) (NaN where the denominator is 0)."""
+    p, t = _pair(pred, truth, "pred", "truth")
+    tp, fp = int(np.sum(p & t)), int(np.sum(p & ~t))
+    fn, tn = int(np.sum(~p & t)), int(np.sum(~p & ~t))
+    return {
+        "n": int(t.size),
+        "kappa": kappa(p, t),
+        "bias": float(p.mean() - t.mean()),
+        "fp": fp,
+        "fn": fn,
+        "fp_share": fp / max(fp + fn, 1),
+        "fpr": fp / (fp + tn) if fp + tn else float("nan"),
+        "fnr": fn / (fn + tp) if fn + tp else float("nan"),
+    }
+
+
+def metrics_by_generator(
+    flags: Mapping[str, np.ndarray], truth: np.ndarray, generators: Sequence[str]
+) -> list[dict[str, Any]]:
+    """:func:`label_metrics` of every label source per generator (the paper's unit) and over all
+    (``generator = "all"``)."""
+    t = _labels(truth, "truth")
+    g = np.asarray(generators)
+    if g.shape != t.shape:
+        raise ValueError(f"generators and truth must have the same length; got {g.size}, {t.size}")
+    rows = []
+    for name, y in flags.items():
+        y = _labels(y, name)
+        for gen in [*dict.fromkeys(g.tolist()), "all"]:
+            m = np.ones_like(t) if gen == "all" else g == gen
+            rows.append({"labeler": name, "generator": gen, **label_metrics(y[m], t[m])})
+    return rows
+
+
+def select_threshold(scores: np.ndarray, truth: np.ndarray) -> float:
+    """The threshold ``t`` (hallucinated = ``score < t``) that maximises Cohen's kappa with
+    ``truth`` (True = hallucination), over the midpoints between distinct scores and the two ends;
+    ties go to the smallest ``t`` (fewest flagged). Scores may be unbounded (log-likelihoods)."""
+    s = np.asarray(scores, dtype=float)
+    t = _labels(truth, "truth")
+    if s.shape != t.shape:
+        raise ValueError(f"scores and truth must have the same length; got {s.size}, {t.size}")
+    if s.size == 0 or not np.isfinite(s).all():
+        raise ValueError("scores must be a non-empty array of finite numbers")
+    u = np.unique(s)
+    gap = max(float(u[-1] - u[0]), 1.0)
+    cands = np.concatenate([[u[0] - gap], (u[:-1] + u[1:]) / 2, [u[-1] + gap]])
+    k = _kappa_rows(s[None, :] < cands[:, None], np.broadcast_to(t, (cands.size, t.size)))
+    return float(cands[int(np.argmax(np.nan_to_num(k, nan=-np.inf)))])
+
+
+@dataclass(frozen=True)
+class ThresholdLabels:
+    """Per-generator thresholds of one score: ``oracle`` labels (threshold chosen on each
+    generator's full set, an optimistic bound), ``cv`` labels (out-of-fold: chosen on the other
+    folds of the same generator), ``thresholds[generator] = {"oracle": t, "cv": [t per fold]}``."""
+
+    oracle: np.ndarray
+    cv: np.ndarray
+    thresholds: dict[str, dict[str, Any]]
+
+
+def threshold_labels(
+    scores: np.ndarray,
+    truth: np.ndarray,
+    groups: Sequence[str] | np.ndarray,
+    n_folds: int = 3,
+    seed: int = 0,
+) -> ThresholdLabels:
+    """Valjakka et al.'s lexical-baseline protocol: per generator (``groups``), the kappa-maximising
+    threshold on the full set (oracle) and, in a shuffled ``n_folds``-fold split, on the training
+    folds applied to the held-out fold (CV, concatenated out-of-fold labels)."""
+    from sklearn.model_selection import KFold
+
+    if int(n_folds) != n_folds or n_folds < 2:
+        raise ValueError(f"n_folds must be an integer >= 2; got {n_folds}")
+    s = np.asarray(scores, dtype=float)
+    t = _labels(truth, "truth")
+    g = np.asarray(groups)
+    if not s.shape == t.shape == g.shape:
+        raise ValueError("scores, truth and groups must have the same length")
+    oracle, cv = np.zeros(t.size, bool), np.zeros(t.size, bool)
+    table: dict[str, dict[str, Any]] = {}
+    for gen in dict.fromkeys(g.tolist()):
+        idx = np.flatnonzero(g == gen)
+        if idx.size < n_folds:
+            raise ValueError(
+                f"generator {gen!r} has {idx.size} items, fewer than n_folds={n_folds}"
+            )
+        tau = select_threshold(s[idx], t[idx])
+        oracle[idx] = s[idx] < tau
+        taus = []
+        folds = KFold(int(n_folds), shuffle=True, random_state=seed).split(idx)
+        for train, test in folds:
+            tau_f = select_threshold(s[idx[train]], t[idx[train]])
+            cv[idx[test]] = s[idx[test]] < tau_f
+            taus.append(tau_f)
+        table[str(gen)] = {"oracle": tau, "cv": taus}
+    return ThresholdLabels(oracle, cv, table)
+
+
+@dataclass
+class JudgeEvaluation:
+    """:func:`evaluate_judge`'s result: the ``model`` it ran on, per-prompt per-generator metric
+    ``rows``, the ``flags`` per prompt, and the prompt ``switch`` (first faithfulness prompt ->
+    first correctness prompt, truth = the human / World correctness labels)."""
+
+    model: str
+    rows: list[dict[str, Any]]
+    flags: dict[str, np.ndarray]
+    switch: PromptSwitch | None
+
+
+def evaluate_judge(
+    model: Any,
+    tokenizer: Any,
+    answers: Sequence[LabeledAnswer],
+    prompts: Sequence[str] = ("p1", "p2", "p3"),
+    n_resamples: int = 2000,
+    seed: int = 0,
+    **judge_kwargs: Any,
+) -> JudgeEvaluation:
+    """Run any HF causal LM + tokenizer as a judge under each of ``prompts`` on answers with a
+    correctness label (the LPHB pairs from :func:`halluc_labels.data.load_lphb`, or World
+    answers) and report the paper's metrics per generator and the prompt switch.
+    ``judge_kwargs`` go to :class:`halluc_labels.labelers.JudgeLabeler`."""
+    from halluc_labels.data import labeler_inputs
+    from halluc_labels.labelers import JudgeLabeler
+
+    answers = list(answers)
+    if not answers:
+        raise ValueError("answers is empty")
+    if any(a.correct is None for a in answers):
+        raise ValueError("every answer needs a correctness label (drop the unparsable ones)")
+    truth = np.array([not a.correct for a in answers])
+    inputs = labeler_inputs(answers)
+    gens = [a.source or "unknown" for a in answers]
+    flags, rows = {}, []
+    for p in prompts:
+        judge = JudgeLabeler(model, tokenizer, p, name=p, **judge_kwargs)
+        flags[p] = judge.label(*inputs)
+        for r in metrics_by_generator({p: flags[p]}, truth, gens):
+            rows.append(
+                {"prompt": p, "criterion": judge.criterion, **r, "unparsed": judge.unparsed}
+            )
+    from halluc_labels.labelers import PROMPT_CRITERION, _prompt_key
+
+    keys = {_prompt_key(p): p for p in prompts}
+    faith = next((p for k, p in keys.items() if PROMPT_CRITERION[k] == "faithfulness"), None)
+    corr = next((p for k, p in keys.items() if PROMPT_CRITERION[k] == "correctness"), None)
+    switch = (
+        prompt_switch(corr, truth, flags[faith], flags[corr], n_resamples, seed)
+        if faith is not None and corr is not None
+        else None
+    )
+    name = getattr(getattr(model, "config", None), "_name_or_path", "") or type(model).__name__
+    return JudgeEvaluation(str(name), rows, flags, switch)

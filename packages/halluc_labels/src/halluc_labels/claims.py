@@ -4,10 +4,18 @@ flag rates exact binomial intervals over the controlled answers; "every labeler"
 interval of the extreme (:func:`paper_common.stats.extreme_interval`).
 
 Claims 3 and 4 (NLI and faithfulness-prompted judges follow faithfulness; the correctness prompt
-moves judges to correctness) hold by construction here: the NLI model is tuned on entailment
-against the reference and our judges on both prompts with World labels for each criterion. A
-labeler that is nothing but its training labels passes both old rules (:func:`training_label_rules`),
-so they are reported as checks of our training (``kind="check"``), not as findings about judges.
+moves judges to correctness) are measured: the NLI model and the judges are tuned only on answers
+where the two criteria agree (:func:`halluc_labels.models.agreeing`), so no training label tells
+one criterion from the other. (Before issue 46 they were tuned on both criteria's labels and a
+labeler that is nothing but its training labels passed both old rules, :func:`training_label_rules`.)
+Their negative controls swap the two arms item by item at random, so the arms are identical in law
+and the same rule must come out refuted. Their positive controls (review of issue 46) ask that the
+test is possible on the testbed: claim 3's judges know the facts where the criteria differ
+(:func:`judges_know`), claim 4's judges label pairs differently under the two prompts at all
+(:func:`prompt_reaction`); a judge tuned with one label under every prompt need not read the prompt.
+
+Claim 1's negative control plants the agreement it denies (:func:`_agreeing_labelers`); ``unfaith``
+stays in :func:`agreement_claim`'s signature for callers but is no longer used.
 """
 
 from __future__ import annotations
@@ -25,7 +33,9 @@ __all__ = [
     "bias_claim",
     "criteria_differ",
     "criterion_check",
+    "judges_know",
     "prompt_check",
+    "prompt_reaction",
     "training_label_rules",
 ]
 
@@ -36,6 +46,9 @@ PR_GAP = 0.05  # recall exceeds precision by at least 5 points
 KAPPA_GAP = 0.1  # a criterion or prompt effect counts from a kappa difference of 0.1
 DIFFER = 0.1  # positive control: the criteria disagree on at least 10% of the pairs
 NOT_CONSTANT = 0.05  # positive control: every labeler flags (and passes) at least 5% of answers
+AGREE_FLIP = 0.05  # negative control of claim 1: planted agreeing labelers err on 5% (ours)
+REACT = 0.05  # positive control of claim 4: every judge changes >= 5% of its labels with the prompt
+KNOWN = 0.5  # positive control of claim 3: judges know >= half the facts where the criteria differ
 
 
 def _pct(x: np.ndarray) -> tuple[float, float]:
@@ -58,6 +71,19 @@ def _agreement_stat(
     return np.maximum(np.mean(pairs, axis=0), lex)
 
 
+def _agreeing_labelers(
+    flags: Mapping[str, np.ndarray], truth: np.ndarray, seed: int
+) -> dict[str, np.ndarray]:
+    """The null of the agreement claim, the disagreement planted absent: every labeler is the
+    truth with an independent :data:`AGREE_FLIP` share of its labels flipped (pairwise kappa
+    about 0.8, kappa vs the truth about 0.9). Before the review the null put faithfulness in
+    correctness's place, which leaves the mean pairwise kappa untouched: whenever that term
+    decided, the null equalled the claim's value and could not come out refuted."""
+    rng = np.random.default_rng([seed, 461])
+    t = np.asarray(truth, bool)
+    return {n: np.where(rng.random(t.size) < AGREE_FLIP, ~t, t) for n in flags}
+
+
 def agreement_claim(
     flags: Mapping[str, np.ndarray],
     halluc: np.ndarray,
@@ -71,7 +97,8 @@ def agreement_claim(
     point = np.arange(n)[None, :]
     idx = np.random.default_rng(seed).integers(0, n, (n_boot, n))
     value = float(_agreement_stat(flags, halluc, lexical, point)[0])
-    null = float(_agreement_stat(flags, unfaith, lexical, point)[0])
+    planted = _agreeing_labelers(flags, halluc, seed)
+    null = float(_agreement_stat(planted, halluc, lexical, point)[0])
     rates = np.array([np.mean(f) for f in flags.values()])
     spread = float(np.min(np.minimum(rates, 1 - rates)))
     return Claim.decide(
@@ -89,9 +116,10 @@ def agreement_claim(
             NOT_CONSTANT,
         ),
         negative=Control.negative(
-            "faithfulness (what lexical labelers measure) in correctness's place",
+            f"agreeing labelers planted: every labeler replaced by the correctness labels with "
+            f"{AGREE_FLIP:.0%} of them flipped at random, independently per labeler",
             null,
-            _pct(_agreement_stat(flags, unfaith, lexical, idx)),
+            _pct(_agreement_stat(planted, halluc, lexical, idx)),
         ),
         method=f"95% percentile bootstrap over {n} natural pairs ({n_boot} resamples)",
         note=note,
@@ -196,6 +224,53 @@ def criteria_differ(unfaith: np.ndarray, halluc: np.ndarray) -> Control:
     )
 
 
+def _shift(ci: ConfidenceInterval, by: float) -> ConfidenceInterval:
+    return ConfidenceInterval(ci.estimate - by, ci.low - by, ci.high - by, 0.95)
+
+
+def _testable(description: str, parts: list[tuple[ConfidenceInterval, float]]) -> Control:
+    """A positive control made of several conditions ``share >= threshold``: passes iff the
+    interval of the smallest margin ``share - threshold`` lies wholly at or above 0."""
+    margin = extreme_interval([_shift(ci, t) for ci, t in parts], largest=False)
+    return Control.positive(description, margin.estimate, ">=", 0.0, interval=margin)
+
+
+def _differ_share(unfaith: np.ndarray, halluc: np.ndarray) -> ConfidenceInterval:
+    return proportion_interval(int(np.sum(unfaith != halluc)), len(halluc))
+
+
+def judges_know(
+    known: Mapping[str, np.ndarray], unfaith: np.ndarray, halluc: np.ndarray
+) -> ConfidenceInterval:
+    """The smallest share, over judges, of the pairs where the criteria differ whose fact the
+    judge knows (``known[judge]``: it answers the plain question right), exact binomial interval
+    of the extreme. A judge that knows no fact can only compare with the reference: that it
+    follows faithfulness is then forced, not measured (ours)."""
+    differ = np.asarray(unfaith, bool) != np.asarray(halluc, bool)
+    if not known:
+        raise ValueError("known needs at least one judge's mask")
+    cis = []
+    for j, k in known.items():
+        k = np.asarray(k, bool)
+        if k.shape != differ.shape:
+            raise ValueError(f"known[{j!r}] has shape {k.shape}; the labels have {differ.shape}")
+        cis.append(proportion_interval(int(np.sum(k & differ)), int(np.sum(differ))))
+    return extreme_interval(cis, largest=False)
+
+
+def prompt_reaction(
+    flags: Mapping[str, np.ndarray], judges: Sequence[str], faith: str = "p1", corr: str = "p2"
+) -> ConfidenceInterval:
+    """The smallest share, over judges, of the pairs a judge labels differently under the two
+    prompts (exact binomial interval of the extreme): a judge that does not react to the prompt
+    cannot show a prompt effect (ours)."""
+    cis = []
+    for j in judges:
+        a, b = np.asarray(flags[f"{j}[{faith}]"], bool), np.asarray(flags[f"{j}[{corr}]"], bool)
+        cis.append(proportion_interval(int(np.sum(a != b)), a.size))
+    return extreme_interval(cis, largest=False)
+
+
 def _criterion_interval(
     flags: Mapping[str, np.ndarray],
     names: Sequence[str],
@@ -225,6 +300,13 @@ def training_label_rules(
     return low, p
 
 
+def _swap(a: np.ndarray, b: np.ndarray, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """The two arms exchanged on a random half of the items: identical in law (the null)."""
+    mask = np.random.default_rng([seed, 46]).random(len(a)) < 0.5
+    a, b = np.asarray(a, bool), np.asarray(b, bool)
+    return np.where(mask, b, a), np.where(mask, a, b)
+
+
 def criterion_check(
     flags: Mapping[str, np.ndarray],
     faith_names: Sequence[str],
@@ -234,32 +316,41 @@ def criterion_check(
     n_boot: int,
     seed: int,
     note: str,
+    known: Mapping[str, np.ndarray] | None = None,
 ) -> Claim:
+    """NLI and faithfulness-prompted judges agree more with faithfulness than with correctness.
+    ``corr_names`` is unused (kept for the call signature); the null swaps the two criteria item
+    by item at random. ``known`` (judge name -> which pairs' facts it knows) adds the positive
+    control that the judges could follow correctness at all (:func:`judges_know` >= 0.5); without
+    it the positive control is only that the criteria differ (labelers with no knowledge to
+    check)."""
     ci = _criterion_interval(flags, faith_names, unfaith, halluc, n_boot, seed)
-    null = _criterion_interval(flags, corr_names, unfaith, halluc, n_boot, seed)
-    old_low, _ = training_label_rules(unfaith, halluc, n_boot, seed)
+    parts = [(_differ_share(unfaith, halluc), DIFFER)]
+    what = f"min(share of pairs the criteria label differently - {DIFFER}"
+    if known is not None:
+        parts.append((judges_know(known, unfaith, halluc), KNOWN))
+        what += f", smallest share of those whose fact a judge knows - {KNOWN}"
+    positive = _testable(what + ")", parts)
+    su, sh = _swap(unfaith, halluc, seed)
+    null = _criterion_interval(flags, faith_names, su, sh, n_boot, seed)
     return Claim.decide(
-        "Our NLI model and faithfulness-prompted judges learned the criterion they were tuned on: "
-        "they agree more with faithfulness than with correctness",
+        "The NLI baseline and faithfulness-prompted judges agree more with reference faithfulness "
+        "than with factual correctness",
         "min over them of kappa(faithfulness) - kappa(correctness), natural pairs",
         ci.estimate,
         ci,
         ">=",
         KAPPA_GAP,
-        positive=criteria_differ(unfaith, halluc),
+        positive=positive,
         negative=Control.negative(
-            "the correctness-prompted judges (tuned on correctness) in their place",
+            "the two criteria swapped item by item at random (identical in law)",
             null.estimate,
             null,
         ),
         method=f"95% paired percentile bootstrap over {len(halluc)} natural pairs per labeler "
         f"({n_boot} resamples), the smallest over labelers",
-        kind="check",
-        note=f"{note}. The paper's claim (NLI and judges follow faithfulness) holds here by "
-        "construction: the NLI model is tuned on entailment against the reference and the judges "
-        "on World labels for each prompt; the old rule (CI low of the difference > 0) is met by a "
-        f"labeler that is only its training labels (CI low {old_low:+.2f}), so this is a check "
-        "of our training. Testing the paper needs real judges (full scale)",
+        note=f"{note}. The NLI model and the judges were tuned only on answers where the two "
+        "criteria agree, so which one they follow on the others is measured, not trained in",
     )
 
 
@@ -271,35 +362,46 @@ def prompt_check(
     n_boot: int,
     seed: int,
     note: str,
+    faith: str = "p1",
+    corr: str = "p2",
 ) -> Claim:
-    def smallest(first: str, second: str) -> ConfidenceInterval:
+    """The correctness prompt raises every judge's kappa against correctness; the null swaps the
+    two prompts' labels item by item at random."""
+
+    def smallest(arms: dict[str, tuple[np.ndarray, np.ndarray]]) -> ConfidenceInterval:
         cis = []
-        for j in judges:
-            s = prompt_switch(
-                j, halluc, flags[f"{j}[{first}]"], flags[f"{j}[{second}]"], n_boot, seed
-            )
+        for j, (f, c) in arms.items():
+            s = prompt_switch(j, halluc, f, c, n_boot, seed)
             cis.append(ConfidenceInterval(s.delta, s.ci_low, s.ci_high, 0.95))
         return extreme_interval(cis, largest=False)
 
-    ci, null = smallest("fait", "corr"), smallest("corr", "fait")
-    _, old_p = training_label_rules(unfaith, halluc, n_boot, seed)
+    arms = {j: (flags[f"{j}[{faith}]"], flags[f"{j}[{corr}]"]) for j in judges}
+    ci = smallest(arms)
+    positive = _testable(
+        f"min(share of pairs the criteria label differently - {DIFFER}, smallest share of pairs "
+        f"a judge labels differently under {corr} and {faith} - {REACT})",
+        [
+            (_differ_share(unfaith, halluc), DIFFER),
+            (prompt_reaction(flags, judges, faith, corr), REACT),
+        ],
+    )
+    null = smallest({j: _swap(f, c, seed) for j, (f, c) in arms.items()})
     return Claim.decide(
-        "Our judges follow the prompt they are given: the correctness prompt raises their "
+        "Switching a judge from the faithfulness prompt to the correctness prompt raises its "
         "agreement with correctness labels",
-        "min over judges of kappa vs correctness (correctness prompt) - (faithfulness prompt)",
+        f"min over judges of kappa vs correctness ({corr}) - ({faith})",
         ci.estimate,
         ci,
         ">=",
         KAPPA_GAP,
-        positive=criteria_differ(unfaith, halluc),
+        positive=positive,
         negative=Control.negative(
-            "swapped prompts (faithfulness - correctness)", null.estimate, null
+            "the two prompts' labels swapped item by item at random (identical in law)",
+            null.estimate,
+            null,
         ),
         method=f"95% paired percentile bootstrap over {len(halluc)} natural pairs per judge "
         f"({n_boot} resamples), the smallest over {len(judges)} judges",
-        kind="check",
-        note=f"{note}. The judges are tuned on both prompts, so they follow them by construction: "
-        "the old rule (most judges with a significant McNemar gain) is met by a labeler that is "
-        f"only its training labels (p = {old_p:.2g}). Now every judge, decided on its kappa "
-        "interval; testing the paper needs real judges (full scale)",
+        note=f"{note}. The judges were tuned only on answers where the two criteria agree, with "
+        "the same label under every prompt: nothing in training tells the prompts apart",
     )

@@ -12,12 +12,15 @@ Everything comes from a :class:`paper_common.facts.World`, the ground truth at q
   labels it by the two criteria; :func:`label_answers` does it for generated answers, counting the
   ones it cannot parse instead of guessing.
 
-**Correctness** (the target of the paper's human labels): the answer's main claim is true at query
-time and every extra claim is true; an abstention makes no claim and is correct, and an answer
-whose claims are all about something else ("off_question") is correct iff they are true. **Hallucinated**
-is its negation: a false specific claim. **Faithfulness**: the answer gives the reference answer
-(or a listed alias) and every other claim restates the question with that reference; anything else,
-an abstention included, is not backed by the reference.
+**Correctness** (the target of the paper's human labels, reference-first as in Valjakka et al.):
+the core answer matches the reference (or a name of the same entity) or is a vaguer true answer
+(the reference city's country), and every extra claim is true at query time; a core answer that
+names another entity than the reference is a hallucination even when it is true now (another valid
+answer, a value newer than the reference); an abstention makes no claim and is correct, and an answer
+whose claims are all about something else ("off_question") is correct iff they are true.
+**Hallucinated** is its negation. **Faithfulness**: every claim is backed by the reference: the
+answer gives the reference answer (or a listed alias) and every other claim restates the question
+with that reference, or it abstains (no claim at all).
 """
 
 from __future__ import annotations
@@ -39,9 +42,11 @@ __all__ = [
     "ANSWER_TYPES",
     "CORRECT_UNSUPPORTED_TYPES",
     "DATASETS",
+    "LPHB_REQUIRED",
     "TYPE_LABELS",
     "AliasBook",
     "ClaimParser",
+    "LPHBData",
     "LabeledAnswer",
     "ParsedAnswer",
     "QAExample",
@@ -50,6 +55,7 @@ __all__ = [
     "label_answers",
     "labeler_inputs",
     "load_labeled_answers",
+    "load_lphb",
     "load_qa_dataset",
     "make_examples",
     "parse_answer",
@@ -71,7 +77,10 @@ _DATASET_RELATIONS = {
     "temporal": ("lives_in", "works_for", "ceo_of", "headquartered_in"),
 }
 
-# (correct, faithful) of every answer type, by the rules in the module docstring
+# (correct, faithful) of every answer type, by the rules in the module docstring: correctness is
+# reference-first as in Valjakka et al.'s factual-correctness criterion (a core answer that
+# conflicts with the reference is a hallucination even if true now, one that matches it is not);
+# an abstention claims nothing the reference contradicts, so it is faithful and correct
 TYPE_LABELS: dict[str, tuple[bool, bool]] = {
     "exact": (True, True),
     "unlisted_alias": (True, False),
@@ -80,19 +89,14 @@ TYPE_LABELS: dict[str, tuple[bool, bool]] = {
     "wrong_value": (False, False),
     "under_specific": (True, False),
     "over_specific": (True, False),
-    "other_valid": (True, False),
+    "other_valid": (False, False),
     "outdated_answer": (False, False),
-    "outdated_reference": (True, False),
-    "stale_exact": (False, True),
-    "abstention": (True, False),
+    "outdated_reference": (False, False),
+    "stale_exact": (True, True),
+    "abstention": (True, True),
 }
 ANSWER_TYPES: tuple[str, ...] = tuple(TYPE_LABELS)
-CORRECT_UNSUPPORTED_TYPES = (
-    "unlisted_alias",
-    "verbose_correct",
-    "other_valid",
-    "outdated_reference",
-)
+CORRECT_UNSUPPORTED_TYPES = tuple(t for t, (c, f) in TYPE_LABELS.items() if c and not f)
 """Correct answers the reference lacks: the types a strict-faithfulness labeler wrongly flags."""
 
 
@@ -458,9 +462,19 @@ def label_answer(
         main_ok = parsed.main == truth or (
             under and world.value_at(truth, "located_in", tq) == parsed.main
         )
-    correct = bool(main_ok and all(claims_true))
     refs = {normalize_answer(r) for r in example.references}
     ref_entity = _parser(world, None).entity(example.reference) if example.reference else None
+    if parsed.main is None or ref_entity is None:
+        core_ok = main_ok
+    elif inverse:
+        core_ok = parsed.main == ref_entity
+    else:  # the reference itself, or its country (vaguer, not conflicting)
+        core_ok = parsed.main == ref_entity or (
+            types[ref_entity] == "city"
+            and types[parsed.main] == "country"
+            and world.value_at(ref_entity, "located_in", tq) == parsed.main
+        )
+    correct = bool(core_ok and all(claims_true))
 
     def restates(claim: tuple[str, str, str]) -> bool:
         if inverse:
@@ -468,10 +482,13 @@ def label_answer(
         return claim == (example.subject, base, ref_entity)
 
     faithful = bool(
-        parsed.main is not None
-        and not parsed.abstained
-        and normalize_answer(parsed.main_text) in refs
-        and all(restates(c) for c in parsed.claims)
+        (parsed.abstained and not parsed.claims)
+        or (
+            parsed.main is not None
+            and not parsed.abstained
+            and normalize_answer(parsed.main_text) in refs
+            and all(restates(c) for c in parsed.claims)
+        )
     )
     kind = _type_of(world, example, parsed, main_ok, claims_true, under, faithful, ref_entity)
     return correct, faithful, kind
@@ -490,7 +507,7 @@ def _type_of(
     """The answer type a parsed answer shows (the most telling one when several apply)."""
     if parsed.main is None:
         return "abstention" if parsed.abstained else "off_question"
-    if faithful:
+    if faithful and parsed.main is not None:
         return "exact" if main_ok else "stale_exact"
     if not main_ok:
         if not example.relation.startswith("inverse:"):
@@ -703,6 +720,76 @@ def load_labeled_answers(path: str | os.PathLike[str]) -> list[LabeledAnswer]:
     if not out:
         raise ValueError(f"{path} holds no rows")
     return out
+
+
+LPHB_REQUIRED = ("dataset", "model", "question", "ref_str", "answer_text", "annotator1_label")
+"""Columns :func:`load_lphb` needs in the LPHB release master CSV (Valjakka et al., DOI
+10.7910/DVN/PCHISZ, ``data/human_judge_release_master.csv``)."""
+_LPHB_JUDGE = re.compile(r"^label_(?P<judge>.+)_(?P<prompt>p1|p2|p3|p1s|p2t)$")
+_LPHB_SCORES = ("rougeL", "bertscore_f1", "meteor", "nli_entail_prob")
+
+
+@dataclass
+class LPHBData:
+    """The LPHB pairs with a human label: ``answers`` (``correct`` = ``annotator1_label == 0``,
+    ``source`` = generator, ``faithful`` unknown), ``n_dropped`` rows whose label is ``-1``,
+    ``judge_labels[judge][prompt]`` the released judge labels (True = hallucination; rows where a
+    judge refused, ``-1``, are ``False`` and flagged in ``judge_missing``), and the released
+    baseline ``scores`` (ROUGE-L, BERTScore F1, METEOR, NLI entailment) where present."""
+
+    answers: list[LabeledAnswer]
+    n_dropped: int
+    judge_labels: dict[str, dict[str, np.ndarray]]
+    judge_missing: dict[str, dict[str, np.ndarray]]
+    scores: dict[str, np.ndarray]
+
+
+def load_lphb(path: str | os.PathLike[str]) -> LPHBData:
+    """Read the LPHB release master CSV (one row per question x generator) through a column
+    adapter: ``question``, ``ref_str`` (references with ``|`` between them), ``answer_text``,
+    ``model`` (the generator), ``dataset`` and ``annotator1_label`` (1 hallucination, 0 correct,
+    -1 missing: dropped and counted). Raises ``ValueError`` naming missing columns or bad labels."""
+    path = Path(path)
+    if not path.exists():
+        raise ValueError(f"{path} does not exist")
+    with path.open(newline="", encoding="utf-8") as f:
+        reader = csv.DictReader(f)
+        columns = list(reader.fieldnames or [])
+        rows = list(reader)
+    missing = [c for c in LPHB_REQUIRED if c not in columns]
+    if missing:
+        raise ValueError(f"{path.name}: missing LPHB column(s) {missing}; found {columns}")
+    keep, answers, dropped = [], [], 0
+    for i, row in enumerate(rows, start=2):
+        raw = str(row["annotator1_label"]).strip()
+        if raw not in ("0", "1", "-1", "0.0", "1.0", "-1.0"):
+            raise ValueError(f"{path.name} line {i}: annotator1_label {raw!r} not in 1, 0, -1")
+        label = int(float(raw))
+        if label == -1:
+            dropped += 1
+            continue
+        refs = _references({"references": row["ref_str"]}, f"{path.name} line {i}")
+        example = QAExample(row["question"], refs[0], refs[1:], row["dataset"])
+        answers.append(
+            LabeledAnswer(example, row["answer_text"], label == 0, None, "", row["model"])
+        )
+        keep.append(row)
+    if not answers:
+        raise ValueError(f"{path} holds no rows with a human label (0 or 1)")
+    judges: dict[str, dict[str, np.ndarray]] = {}
+    refused: dict[str, dict[str, np.ndarray]] = {}
+    for c in columns:
+        m = _LPHB_JUDGE.match(c)
+        if m:
+            v = np.array([int(float(r[c])) if str(r[c]).strip() else -1 for r in keep])
+            judges.setdefault(m["judge"], {})[m["prompt"]] = v == 1
+            refused.setdefault(m["judge"], {})[m["prompt"]] = v == -1
+    scores = {
+        c: np.array([float(r[c]) if str(r[c]).strip() else np.nan for r in keep])
+        for c in _LPHB_SCORES
+        if c in columns
+    }
+    return LPHBData(answers, dropped, judges, refused, scores)
 
 
 def save_labeled_answers(answers: Iterable[LabeledAnswer], path: str | os.PathLike[str]) -> Path:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import collections
 import inspect
 import os
+import re
 from collections.abc import Sequence
 from typing import Any, Literal
 
@@ -38,7 +39,9 @@ from paper_common.lm import (
 )
 
 __all__ = [
+    "COMPACT_PROMPTS",
     "PROMPTS",
+    "PROMPT_CRITERION",
     "BERTScore",
     "ChrF",
     "EmbeddingCosine",
@@ -53,6 +56,7 @@ __all__ = [
     "TokenF1",
     "judge_prompt",
     "nli_premise",
+    "parse_judge_reply",
     "token_f1",
 ]
 
@@ -404,8 +408,9 @@ def _reference_text(reference: Sequence[str]) -> str:
     return reference[0] + extra
 
 
-def nli_premise(question: str, reference: Sequence[str] | str, with_question: bool = True) -> str:
-    """The NLI premise: "question reference." (aliases in brackets), or the reference alone."""
+def nli_premise(question: str, reference: Sequence[str] | str, with_question: bool = False) -> str:
+    """The NLI premise: the reference alone (aliases in brackets), as Valjakka et al.'s
+    reference-entailment baseline; ``with_question`` prepends the question."""
     refs = _refs(reference)
     if not refs:
         raise ValueError("the reference is empty")
@@ -418,7 +423,7 @@ class NLILabeler(Labeler):
 
     Any ``AutoModelForSequenceClassification`` works; the entailment class is found in
     ``config.id2label`` (a label containing "entail") unless ``entail_index`` is given. The
-    question is part of the premise unless ``with_question=False``.
+    premise is the reference alone (the paper's baseline) unless ``with_question=True``.
     """
 
     family = "nli"
@@ -429,7 +434,7 @@ class NLILabeler(Labeler):
         tokenizer: Any,
         entail_index: int | None = None,
         threshold: float = 0.5,
-        with_question: bool = True,
+        with_question: bool = False,
         batch_size: int = 64,
         name: str = "NLI",
     ) -> None:
@@ -488,36 +493,181 @@ class NLILabeler(Labeler):
 
 
 # --------------------------------------------------------------------- LLM judges
+_JSON_RULES = (
+    "OUTPUT: reply with JSON only, exactly two fields: "
+    '{"label": 0 or 1, "confidence": a number from 0 to 1}. '
+    "Label 1 means the answer contains a hallucination, 0 that it does not. No markdown, no "
+    "reasoning field, no other text."
+)
+_ROLE = "You audit answers to open-domain questions for hallucinations."
+_TREE_HEAD = (
+    "STEPS. S1: is the answer the reference or a clear rewording of it? If yes, go to S2, "
+    "otherwise to S3. S2: does it add a claim that {add}? If yes the label is 1, otherwise 0."
+)
 PROMPTS: dict[str, str] = {
-    "faithfulness": "Is every claim in the answer stated in the reference?",
-    "correctness": "Is the answer free of false claims? Missing from the reference is no error.",
+    "p1": " ".join(
+        [
+            _ROLE,
+            "Compare the answer with the reference answer.",
+            "DEFINITION: a hallucination is any claim that the reference answer does not support "
+            "or that it contradicts.",
+            "Take the reference answer as the ground truth and use no outside knowledge.",
+            _JSON_RULES,
+        ]
+    ),
+    "p2": " ".join(
+        [
+            _ROLE,
+            "DEFINITION: a hallucination is a claim that the reference answer explicitly "
+            "contradicts, that contradicts itself, or that is false in a specific checkable detail "
+            "(a name, date, number, place, entity or other concrete fact).",
+            "RULES. 1: not being in the reference is not being contradicted by it; true details "
+            "the reference lacks are no hallucination. 2: a vague, incomplete or non-committal "
+            "answer is incorrect but no hallucination unless it contradicts the reference or "
+            "states a specific false detail. 3: judge factual errors, not missing overlap.",
+            _TREE_HEAD.format(
+                add="the reference explicitly contradicts or that is false in a specific detail"
+            ),
+            "S3: does the core answer clash with the reference (another entity, value or fact)? "
+            "If yes the label is 1. S4: is it a refusal or a statement of uncertainty? If yes "
+            "the label is 0. S5: does it state a specific checkable detail that is false? If yes "
+            "1, otherwise 0.",
+            _JSON_RULES,
+        ]
+    ),
+    "p3": " ".join(
+        [
+            _ROLE,
+            "DEFINITION: a hallucination is a claim that the reference answer explicitly "
+            "contradicts, that contradicts itself, or that is false in a specific checkable detail "
+            "(a name, date, number, place, entity or other concrete fact).",
+            "RULES. 1: not being in the reference is not being contradicted by it; true details "
+            "the reference lacks are no hallucination. 2: a vague or incomplete answer is "
+            "incorrect but no hallucination unless it contradicts the reference or states a "
+            "specific false detail. 3: a core answer that clashes with the reference is a "
+            "hallucination even with no further false detail.",
+            "SPECIAL CASE: when the reference itself declines to answer (no comment, unknown, "
+            "cannot be determined), any confident specific claim is a hallucination; a reference "
+            "that explains what the answer depends on is judged as usual.",
+            _TREE_HEAD.format(
+                add="the reference explicitly contradicts or that is false in a specific detail"
+            ),
+            "S3: does the reference decline to answer? If yes the label is 1 for a confident "
+            "specific claim, otherwise 0. S4: does the core answer clash with the reference? If "
+            "yes 1. S5: is it a refusal or a statement of uncertainty? If yes 0. S6: does it "
+            "state a specific checkable detail that is false? If yes 1, otherwise 0.",
+            _JSON_RULES,
+        ]
+    ),
+    "p1s": " ".join(
+        [
+            _ROLE,
+            "Compare the answer with the reference answer.",
+            "DEFINITION: a hallucination is any claim that the reference answer does not support "
+            "or that it contradicts.",
+            "RULES. 1: clear rewordings and claims the reference entails count as supported; "
+            "other wording alone does not make a claim unsupported. 2: judge the claims the "
+            "answer makes; an incomplete or non-committal answer is no hallucination just for "
+            "missing the requested information. 3: take the reference as the ground truth and "
+            "use no outside knowledge.",
+            _TREE_HEAD.format(add="the reference does not support or contradicts"),
+            "S3: does the core answer clash with the reference (another entity, value or fact)? "
+            "If yes 1. S4: is it a refusal or a statement of uncertainty with no factual claim? "
+            "If yes 0. S5: does it make any claim the reference does not support or contradicts? "
+            "If yes 1, otherwise 0.",
+            _JSON_RULES,
+        ]
+    ),
+    "p2t": " ".join(
+        [
+            _ROLE,
+            "Compare the answer with the reference answer.",
+            "DEFINITION: a hallucination is any claim that the reference answer contradicts or "
+            "that is false in a specific checkable detail.",
+            "A true detail the reference lacks is no hallucination.",
+            _JSON_RULES,
+        ]
+    ),
 }
-"""The criterion each judge prompt asks for; ``Yes`` means the answer is acceptable."""
+"""Our paraphrases of Valjakka et al.'s judge prompts (LPHB ``prompts/``): ``p1`` reference
+faithfulness, terse; ``p2`` factual correctness with rules and a decision tree; ``p3`` ``p2`` plus
+core-mismatch and non-committal-reference rules; the factorial controls ``p1s`` (p1's criterion in
+p2's structure) and ``p2t`` (p2's criterion in p1's terse form). The judge replies with JSON
+``{"label": 0|1, "confidence": c}``, 1 = hallucination."""
+PROMPT_CRITERION: dict[str, str] = {
+    "p1": "faithfulness",
+    "p1s": "faithfulness",
+    "p2": "correctness",
+    "p2t": "correctness",
+    "p3": "correctness",
+}
+COMPACT_PROMPTS: dict[str, str] = {
+    "p1": "Hallucination: any claim the reference does not support.",
+    "p1s": "Hallucination: any claim the reference does not support. Check the core, then extras.",
+    "p2": "Hallucination: a claim the reference contradicts or a false detail. Check the core, "
+    "then extras.",
+    "p2t": "Hallucination: a claim the reference contradicts or a false detail.",
+    "p3": "Hallucination: a core that clashes with the reference or a false detail.",
+}
+"""One-line forms of :data:`PROMPTS` for word-level toy judges whose context is short (``compact``)."""
+_PROMPT_ALIASES = {"faithfulness": "p1", "correctness": "p2"}
+REPLY_PREFIX = '{"label":'
+
+
+def _prompt_key(prompt: str) -> str:
+    key = _PROMPT_ALIASES.get(prompt, prompt)
+    if key not in PROMPTS:
+        raise ValueError(
+            f"unknown prompt variant {prompt!r}; known: {', '.join(PROMPTS)} "
+            "(or 'faithfulness' = p1, 'correctness' = p2)"
+        )
+    return key
 
 
 def judge_prompt(
     question: str,
     reference: Sequence[str] | str,
     answer: str,
-    prompt: str = "correctness",
+    prompt: str = "p2",
     show_question: bool = True,
     unsure: bool = False,
+    compact: bool = False,
 ) -> str:
-    """The judge's text for one item: reference, (question,) answer, the criterion, the options."""
-    if prompt not in PROMPTS:
-        raise ValueError(f"unknown prompt variant {prompt!r}; known: {', '.join(PROMPTS)}")
+    """The judge's text for one item: the instructions of ``prompt`` (:data:`PROMPTS`, or
+    :data:`COMPACT_PROMPTS` with ``compact``), then the question, reference and answer, then the
+    start of the JSON reply (``{"label":``) so the next token is the label. ``unsure`` allows
+    ``-1`` for an item the judge cannot label (the paper's refusal code)."""
+    key = _prompt_key(prompt)
     refs = _refs(reference)
     if not refs:
         raise ValueError("the reference is empty")
-    parts = [f"Reference: {_reference_text(refs)}."]
+    parts = [(COMPACT_PROMPTS if compact else PROMPTS)[key]]
+    if unsure:
+        parts.append("Use label -1 if you cannot decide.")
     if show_question:
         parts.append(f"Question: {question}")
-    parts.append(f"Answer: {answer.strip()}")
-    if not parts[-1].endswith("."):
-        parts[-1] += "."
-    parts.append(PROMPTS[prompt])
-    parts.append("Reply Yes, No or Unsure. A:" if unsure else "Reply Yes or No. A:")
+    parts.append(f"Reference answer: {_reference_text(refs)}.")
+    answer = answer.strip()
+    parts.append(f"Answer: {answer}" + ("" if answer.endswith(".") else "."))
+    parts.append(REPLY_PREFIX)
     return " ".join(parts)
+
+
+_REPLY = re.compile(
+    r'(?:\{\s*"label"\s*:)?\s*(?P<label>-?[01])\b(?:\s*,\s*"confidence"\s*:\s*'
+    r'"?(?P<conf>[0-9]*\.?[0-9]+)"?)?'
+)
+
+
+def parse_judge_reply(reply: str) -> tuple[int | None, float | None]:
+    """``(label, confidence)`` from a judge's JSON reply, whole or continuing after
+    ``{"label":``; ``(None, None)`` when no label 0 / 1 can be read (``-1``: a refusal, label
+    ``None``)."""
+    m = _REPLY.match(reply.strip())
+    if not m or m["label"] == "-1":
+        return None, None
+    conf = float(m["conf"]) if m["conf"] is not None else None
+    return int(m["label"]), conf
 
 
 def _first_ids(tok: Any, words: Sequence[str]) -> list[int]:
@@ -530,13 +680,16 @@ def _first_ids(tok: Any, words: Sequence[str]) -> list[int]:
 
 
 class JudgeLabeler(Labeler):
-    """An LLM judge: any HF causal LM asked :func:`judge_prompt`.
+    """An LLM judge: any HF causal LM asked :func:`judge_prompt` under one of :data:`PROMPTS`.
 
-    ``verdict="logprob"``: score = P(Yes) / (P(Yes) + P(No)) from :func:`next_token_logprobs`
-    (" Yes"/"Yes" and " No"/"No" first tokens pooled); with ``unsure`` an answer whose P(Unsure)
-    beats both counts as ``unsure_as`` (hallucinated by default). ``verdict="generate"``: the greedy
-    reply's first word (yes 1, no 0, anything else 0.5, counted in :attr:`unparsed`). A tokenizer
+    ``verdict="logprob"``: the reply starts ``{"label":`` and the score (support) is
+    P(0) / (P(0) + P(1)) of the next token (" 0"/"0" and " 1"/"1" first tokens pooled); with
+    ``unsure`` an item whose P(-) (the start of -1) beats both counts as ``unsure_as``
+    (hallucinated by default) and is counted in :attr:`unparsed`. ``verdict="generate"``: the
+    greedy reply is read by :func:`parse_judge_reply` (label 0 -> 1, label 1 -> 0, unreadable 0.5
+    and counted in :attr:`unparsed`); its confidences are kept in :attr:`confidence`. A tokenizer
     with a chat template gets the prompt as a user turn (``chat_template=None``: when it has one).
+    ``compact`` uses :data:`COMPACT_PROMPTS` (toy judges with a short context).
     """
 
     family = "judge"
@@ -545,7 +698,7 @@ class JudgeLabeler(Labeler):
         self,
         model: Any,
         tokenizer: Any,
-        prompt: str = "correctness",
+        prompt: str = "p2",
         show_question: bool = True,
         unsure: bool = False,
         verdict: Literal["logprob", "generate"] = "logprob",
@@ -554,38 +707,50 @@ class JudgeLabeler(Labeler):
         unsure_as: bool = True,
         batch_size: int = 64,
         name: str | None = None,
+        compact: bool = False,
+        max_new_tokens: int = 16,
     ) -> None:
-        if prompt not in PROMPTS:
-            raise ValueError(f"unknown prompt variant {prompt!r}; known: {', '.join(PROMPTS)}")
+        prompt = _prompt_key(prompt)
         if verdict not in ("logprob", "generate"):
             raise ValueError(f"verdict must be 'logprob' or 'generate'; got {verdict!r}")
         super().__init__(threshold, name or f"judge[{prompt}]")
         self.model, self.tokenizer, self.batch_size = model, tokenizer, batch_size
         self.prompt, self.show_question, self.unsure = prompt, show_question, unsure
-        self.verdict, self.unsure_as = verdict, unsure_as
+        self.verdict, self.unsure_as, self.compact = verdict, unsure_as, compact
+        self.max_new_tokens = max_new_tokens
         has_template = bool(getattr(tokenizer, "chat_template", None))
         self.chat_template = has_template if chat_template is None else chat_template
         if self.chat_template and not has_template:
             raise ValueError("chat_template=True but the tokenizer has no chat template")
-        self.yes_ids = _first_ids(tokenizer, [" Yes", "Yes"])
-        self.no_ids = _first_ids(tokenizer, [" No", "No"])
-        self.unsure_ids = _first_ids(tokenizer, [" Unsure", "Unsure"])
-        if verdict == "logprob" and (not self.yes_ids or not self.no_ids):
-            raise ValueError("the tokenizer cannot spell 'Yes' and 'No'; use verdict='generate'")
+        self.zero_ids = _first_ids(tokenizer, [" 0", "0"])
+        self.one_ids = _first_ids(tokenizer, [" 1", "1"])
+        self.minus_ids = _first_ids(tokenizer, [" -", "-", " -1"])
+        if verdict == "logprob" and (not self.zero_ids or not self.one_ids):
+            raise ValueError("the tokenizer cannot spell '0' and '1'; use verdict='generate'")
         self.unparsed = 0
+        self.confidence = np.zeros(0)
+
+    @property
+    def criterion(self) -> str:
+        """``"faithfulness"`` or ``"correctness"``: what the prompt asks for."""
+        return PROMPT_CRITERION[self.prompt]
 
     def texts(
         self, questions: Sequence[str], refs: References, answers: Sequence[str]
     ) -> list[str]:
         texts = [
-            judge_prompt(q, r, a, self.prompt, self.show_question, self.unsure)
+            judge_prompt(q, r, a, self.prompt, self.show_question, self.unsure, self.compact)
             for q, r, a in zip(questions, refs, answers, strict=True)
         ]
-        if self.chat_template:
+        if self.chat_template:  # the instructions as a user turn, the reply prefix as the answer
+            cut = len(REPLY_PREFIX)
             texts = [
                 self.tokenizer.apply_chat_template(
-                    [{"role": "user", "content": t}], tokenize=False, add_generation_prompt=True
+                    [{"role": "user", "content": t[:-cut].rstrip()}],
+                    tokenize=False,
+                    add_generation_prompt=True,
                 )
+                + REPLY_PREFIX
                 for t in texts
             ]
         return texts
@@ -593,19 +758,23 @@ class JudgeLabeler(Labeler):
     def _score(self, questions: list[str], refs: list[list[str]], answers: list[str]) -> np.ndarray:
         texts = self.texts(questions, refs, answers)
         if self.verdict == "generate":
-            replies = greedy_answer(self.model, self.tokenizer, texts, 4, self.batch_size)
-            words = [normalize_answer(r).split()[:1] for r in replies]
-            table = {"yes": 1.0, "no": 0.0}
-            scores = np.array([table.get(w[0] if w else "", 0.5) for w in words])
-            self.unparsed = int(sum((w[0] if w else "") not in table for w in words))
+            replies = greedy_answer(
+                self.model, self.tokenizer, texts, self.max_new_tokens, self.batch_size
+            )
+            parsed = [parse_judge_reply(r) for r in replies]
+            scores = np.array([0.5 if lab is None else 1.0 - lab for lab, _ in parsed])
+            self.confidence = np.array([np.nan if c is None else c for _, c in parsed])
+            self.unparsed = int(sum(lab is None for lab, _ in parsed))
             return scores
         lp = next_token_logprobs(self.model, self.tokenizer, texts, self.batch_size)
-        yes = torch.logsumexp(lp[:, self.yes_ids], -1)
-        no = torch.logsumexp(lp[:, self.no_ids], -1)
-        score = torch.sigmoid(yes - no).numpy().astype(float)
-        if self.unsure and self.unsure_ids:
-            unsure = torch.logsumexp(lp[:, self.unsure_ids], -1)
-            abstain = (unsure > torch.maximum(yes, no)).numpy()
+        zero = torch.logsumexp(lp[:, self.zero_ids], -1)
+        one = torch.logsumexp(lp[:, self.one_ids], -1)
+        score = torch.sigmoid(zero - one).numpy().astype(float)
+        self.confidence = np.maximum(score, 1 - score)
+        self.unparsed = 0
+        if self.unsure and self.minus_ids:
+            minus = torch.logsumexp(lp[:, self.minus_ids], -1)
+            abstain = (minus > torch.maximum(zero, one)).numpy()
             score[abstain] = 0.0 if self.unsure_as else 1.0
             self.unparsed = int(abstain.sum())
         return score

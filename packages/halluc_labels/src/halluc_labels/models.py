@@ -6,12 +6,14 @@ knows) and is tuned on *format* facts only, then used on held-out facts (the Wor
 
 - a **generator** (:class:`GeneratorSpec`) answers "Q: ... A:" in a mix of styles: short, a full
   sentence, verbose (an extra claim), an alias, an abstention; its cutoff year sets what it knows;
-- a **judge** (:class:`JudgeSpec`) answers :func:`halluc_labels.labelers.judge_prompt` under both
-  prompts with World labels (Yes = faithful / correct), and the plain questions too, so what it knows
-  can be checked; ``knowledge`` < 1 drops the statements of some held-out subjects;
-- the **NLI classifier** (:class:`NLISpec`) is a Llama sequence classifier on premise "question
-  reference." and hypothesis "answer": entailment (faithful), contradiction (a different entity
-  than the reference) or neutral (an abstention, an extra claim or an unlisted alias).
+- a **judge** (:class:`JudgeSpec`) answers :func:`halluc_labels.labelers.judge_prompt` (the compact
+  forms of every prompt variant, JSON label 0 / 1) on answers where the two criteria *agree*
+  (:func:`agreeing`), the same label under every prompt, and the plain questions too, so what it
+  knows can be checked; ``knowledge`` < 1 drops the statements of some held-out subjects. It never
+  sees a label that tells faithfulness from correctness;
+- the **NLI classifier** (:class:`NLISpec`) is a Llama sequence classifier on premise "reference."
+  and hypothesis "answer", tuned on the same agreeing answers: entailment (the reference's answer),
+  contradiction (another entity) or neutral (an abstention or an extra false claim).
 
 Trained models are cached on disk (``$PAPER_CACHE_DIR/halluc_labels``) by a hash of the World and
 the spec, and loaded back with ``from_pretrained``.
@@ -61,6 +63,7 @@ __all__ = [
     "GeneratorSpec",
     "JudgeSpec",
     "NLISpec",
+    "agreeing",
     "cache_dir",
     "judge_pairs",
     "nli_label",
@@ -168,23 +171,38 @@ def style_answer(
     return truth
 
 
-def judge_pairs(answers: list[LabeledAnswer], rng: np.random.Generator) -> list[tuple[str, str]]:
-    """(prompt, " Yes"/" No") pairs for both prompts, Yes when faithful / correct; per prompt the
-    rarer verdict is resampled up to the count of the other, so neither prompt is learnt as a prior
-    (most answer types are unfaithful)."""
+def agreeing(answers: list[LabeledAnswer]) -> list[LabeledAnswer]:
+    """The answers on which the two criteria agree (both say hallucinated, or neither): the only
+    labelled answers judges and the NLI model are tuned on, so neither learns from a label that
+    tells faithfulness from correctness (the claims about which criterion they apply are then
+    measured, not built in)."""
+    return [a for a in answers if a.correct is not None and a.correct == a.faithful]
+
+
+def judge_pairs(
+    answers: list[LabeledAnswer],
+    rng: np.random.Generator,
+    prompts: tuple[str, ...] = tuple(PROMPTS),
+    compact: bool = True,
+) -> list[tuple[str, str]]:
+    """(judge prompt, " 0"/" 1") pairs under every prompt of ``prompts`` for the answers on which
+    the two criteria agree (:func:`agreeing`; 1 = hallucination): the same verdict under every
+    prompt, so the prompt carries no label information. Per prompt the rarer verdict is resampled
+    up to the count of the other."""
     pairs = []
-    for prompt in PROMPTS:
+    for prompt in prompts:
         by_verdict: dict[bool, list[tuple[str, str]]] = {True: [], False: []}
-        for a in answers:
-            ok = bool(a.faithful if prompt == "faithfulness" else a.correct)
+        for a in agreeing(answers):
+            halluc = not a.correct
             text = judge_prompt(
                 a.example.question,
                 a.example.references,
                 a.answer,
                 prompt,
                 show_question=bool(rng.random() < 0.7),
+                compact=compact,
             )
-            by_verdict[ok].append((text, " Yes" if ok else " No"))
+            by_verdict[halluc].append((text, " 1" if halluc else " 0"))
         n = max(len(v) for v in by_verdict.values())
         for group in by_verdict.values():
             if group:
@@ -194,8 +212,11 @@ def judge_pairs(answers: list[LabeledAnswer], rng: np.random.Generator) -> list[
 
 
 def nli_label(answer: LabeledAnswer) -> int:
-    """Entailment (0) when faithful, neutral (1) for an abstention, an extra claim or an unlisted
-    alias (the reference alone cannot tell), else contradiction (2): another entity."""
+    """Entailment (0) when the reference backs the answer's claims, neutral (1) for an
+    abstention, an extra claim or an unlisted alias (the reference alone cannot tell), else
+    contradiction (2): another entity."""
+    if answer.answer_type == "abstention":
+        return 1
     if answer.faithful:
         return 0
     return 1 if answer.answer_type in _NEUTRAL_TYPES else 2
@@ -211,9 +232,10 @@ def world_tokenizer(world: World, book: AliasBook | None = None) -> PreTrainedTo
     answers = controlled_answers(world, examples, book=book)
     texts += [a.answer for a in answers]
     texts += [
-        judge_prompt(e.question, e.references, ABSTAIN, p, True, True)
+        judge_prompt(e.question, e.references, ABSTAIN, p, True, True, compact)
         for e in examples[:3]
         for p in PROMPTS
+        for compact in (False, True)
     ]
     texts += [s.format(s="x") for s in ("{s}.", "{s} (also: {s}, {s}).")]
     return build_tokenizer(texts)
@@ -258,7 +280,7 @@ def _nli_data(
     world: World, book: AliasBook, spec: NLISpec
 ) -> tuple[list[str], list[str], list[int]]:
     train = _examples(world, "train", spec.seed)
-    answers = controlled_answers(world, train, seed=spec.seed, book=book)
+    answers = agreeing(controlled_answers(world, train, seed=spec.seed, book=book))
     prem = [nli_premise(a.example.question, a.example.references) for a in answers]
     return prem, [a.answer for a in answers], [nli_label(a) for a in answers]
 
@@ -337,7 +359,7 @@ def train_model(
         "world": world.fingerprint(),
         "vocab": _digest(sorted(tok.get_vocab().items())),
         "data": _digest(data),
-        "v": 2,
+        "v": 3,
     }
     path = cache_dir() / cache_key(config)
     if cache and (path / "info.json").exists():
