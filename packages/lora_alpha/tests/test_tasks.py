@@ -61,7 +61,9 @@ def test_knowledge_injection_learns_new_facts(world):
     assert set(before) == {"loss", "score", "retention"}
     # validation: the held-out phrasings, apart from the scored (trained) phrasings
     assert set(task.evaluate(task.base_model(), "validation")) == {"loss", "score"}
-    run = finetune(task, lora_alpha(), r=4, lr=1e-3, steps=40, batch_size=16, validate=True)
+    # LoRA-alpha's scaling is 128 at r = 4 (c = 256), so its step is 32x standard LoRA's: lr 1e-4
+    # (lr 1e-3 overshoots and raises the loss on these Worlds, seeds 0 and 1)
+    run = finetune(task, lora_alpha(), r=4, lr=1e-4, steps=40, batch_size=16, validate=True)
     assert run.loss < before["loss"]
     assert run.score >= before["score"]
     assert set(run.val_metrics) == {"loss", "score"}
